@@ -1,0 +1,1 @@
+"""The offline asset store: staging from a hub endpoint, manifests, verification, packing."""

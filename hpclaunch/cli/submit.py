@@ -1,0 +1,69 @@
+"""hpclaunch submit RECIPE --profile P [--layout 2n8g | --nodes N --gpus-per-node G] [--set k=v]..."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from hpclaunch.cli.follow import follow_job
+from hpclaunch.jobspec import JobSpec, is_jobspec_file, load_jobspec
+from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch import submit as submission
+
+
+@click.command("submit")
+@click.argument("recipe")
+@click.option("--profile", "-p", metavar="PROFILE",
+              help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
+@click.option("--preset", help="recipe preset, e.g. tiny or full")
+@click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
+@click.option("--nodes", "-N", type=int, help="number of nodes")
+@click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node")
+@click.option("--partition", help="partition of the profile")
+@click.option("--time", "time_", metavar="TIME", help="time limit, e.g. 04:00:00 or 1-00:00:00")
+@click.option("--name", help="job name (default: the recipe name)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. train.lr=3e-4")
+@click.option("--dry-run", is_flag=True, help="write the run directory and print the script; submit nothing")
+@click.option("--follow", "-f", is_flag=True, help="wait for the job and stream its output")
+@click.option("--json", "as_json", is_flag=True, help="print the submission as JSON")
+def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
+               gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
+               sets: tuple[str, ...], dry_run: bool, follow: bool, as_json: bool) -> None:
+    """Resolve RECIPE on a cluster profile, render the job script and submit it.
+
+    RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
+    earlier run directory, which is submitted again exactly as it was resolved.
+    """
+    spec = _spec(recipe, profile, CliOverrides(preset=preset, layout=layout, nodes=nodes,
+                                               gpus_per_node=gpus_per_node, partition=partition, time=time_,
+                                               name=name, sets=sets))
+    done = submission.dry_run(spec) if dry_run else submission.submit(spec)
+    if as_json:
+        click.echo(json.dumps({"job_id": done.job_id, "run_dir": str(done.run_dir),
+                               "script": str(done.script_path), "layout": spec.layout,
+                               "profile": spec.profile.name, "recipe": spec.recipe.name}))
+    elif dry_run:
+        click.echo(done.script, nl=False)
+        click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
+    else:
+        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
+        click.echo(f"run directory: {done.run_dir}")
+    if follow and done.job_id is not None:
+        follow_job(done.job_id)
+
+
+def _spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
+    if is_jobspec_file(recipe):
+        spec = load_jobspec(recipe)
+        if profile and profile != spec.profile.name:
+            raise click.UsageError(f"{recipe} was resolved for profile {spec.profile.name!r}; "
+                                   "resolve the recipe again to use another profile")
+        return spec
+    if not profile:
+        raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
+    return resolve(recipe, profile, cli)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(submit_cmd)

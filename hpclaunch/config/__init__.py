@@ -1,0 +1,1 @@
+"""Typed, frozen models of cluster profiles and recipes, and their YAML loaders."""

@@ -1,0 +1,112 @@
+"""Strict frozen models and the translation of validation errors into ConfigErrors.
+
+Every model forbids unknown keys. A validation error names the file, the dotted key and, for an
+unknown key, the valid keys at that place.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from hpclaunch.errors import ConfigError
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; syntax errors and non-mappings become ConfigErrors naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping of keys to values, got {type(data).__name__}", file=str(path))
+    return data
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation such as `Foo`, `Foo | None` or `dict[str, Foo]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names valid at `loc` (the location of the unknown key's parent) inside `model`."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return []
+        field = current.model_fields.get(str(part)) if isinstance(part, str) else None
+        if field is None:
+            # a dict key or list index: stay on the same value type
+            continue
+        current = _submodel(field.annotation)
+    return sorted(current.model_fields) if current is not None else []
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+Locator = Callable[[tuple[Any, ...]], str]
+
+
+def validate(model: type[StrictModelT], data: Mapping[str, Any], *, file: str,
+             locate: Locator | None = None) -> StrictModelT:
+    """Validate `data` as `model`; raise one ConfigError that lists each problem with its place.
+
+    `locate(loc)` may name the place a value came from (a preset, a --set flag) instead of `file`.
+    """
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = []
+        errors = exc.errors(include_url=False)
+        for err in errors[:5]:
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            origin = locate(loc) if locate else file
+            key = _dotted(loc) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                keys = valid_keys(model, loc[:-1])
+                lines.append(f"{origin}: {key}: unknown key; valid keys: {', '.join(keys)}")
+            elif err["type"] == "missing":
+                lines.append(f"{origin}: {key}: required key is missing")
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                got = err.get("input")
+                shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+                lines.append(f"{origin}: {key}: {msg}{shown}")
+        if len(errors) > 5:
+            lines.append(f"... and {len(errors) - 5} more")
+        raise ConfigError("\n".join(lines)) from None
+
+
+StrictModelT = typing.TypeVar("StrictModelT", bound=BaseModel)

@@ -1,0 +1,92 @@
+"""Find and load cluster profiles and recipes by name or path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.config.base import read_yaml, validate
+from hpclaunch.config.profile import Profile
+from hpclaunch.errors import ConfigError, NotFoundError
+from hpclaunch.paths import search_dirs
+
+RECIPE_FILE = "recipe.yaml"
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or ref.endswith((".yaml", ".yml")) or ref in (".", "..")
+
+
+def profile_files() -> dict[str, Path]:
+    """Profile name -> file, user folders taking precedence over bundled ones."""
+    found: dict[str, Path] = {}
+    for folder in search_dirs("cluster_profiles"):
+        for f in sorted(folder.glob("*.yaml")):
+            found.setdefault(f.stem, f)
+    return found
+
+
+def find_profile(ref: str) -> Path:
+    if _looks_like_path(ref):
+        path = Path(ref).expanduser()
+        if path.is_file():
+            return path
+        raise NotFoundError("profile file", ref)
+    files = profile_files()
+    if ref not in files:
+        raise NotFoundError("profile", ref, files,
+                            hint="add your own as ~/.config/hpclaunch/cluster_profiles/NAME.yaml")
+    return files[ref]
+
+
+def load_profile(ref: str) -> Profile:
+    path = find_profile(ref)
+    data = read_yaml(path)
+    data.setdefault("name", path.stem)
+    if isinstance(data.get("templates"), str):
+        # a profile's template folder is relative to the profile file
+        data["templates"] = str((path.parent / data["templates"]).expanduser().resolve())
+    return validate(Profile, data, file=str(path))
+
+
+def recipe_dirs() -> dict[str, Path]:
+    """Recipe name -> folder, user folders taking precedence over bundled ones."""
+    found: dict[str, Path] = {}
+    for folder in search_dirs("recipes"):
+        for f in sorted(folder.glob(f"*/{RECIPE_FILE}")):
+            found.setdefault(f.parent.name, f.parent)
+    return found
+
+
+@dataclass(frozen=True)
+class RecipeSource:
+    """A recipe's raw YAML and where it lives (validation happens in resolve, after presets merge)."""
+
+    dir: Path
+    file: Path
+    data: dict[str, Any]
+
+
+def find_recipe(ref: str) -> Path:
+    """The recipe folder for a path (folder or recipe.yaml) or a name (``gpt2``, ``recipes/gpt2``)."""
+    path = Path(ref).expanduser()
+    if path.is_file() and path.name == RECIPE_FILE:
+        return path.parent.resolve()
+    if (path / RECIPE_FILE).is_file():
+        return path.resolve()
+    dirs = recipe_dirs()
+    name = path.name
+    if name in dirs and (not _looks_like_path(ref) or path.parent.name == "recipes"):
+        return dirs[name].resolve()
+    if path.exists():
+        raise ConfigError(f"no {RECIPE_FILE} in this folder", file=str(path))
+    raise NotFoundError("recipe", ref, dirs, hint="pass a folder that holds a recipe.yaml, or a recipe name")
+
+
+def load_recipe_source(ref: str) -> RecipeSource:
+    folder = find_recipe(ref)
+    file = folder / RECIPE_FILE
+    data = read_yaml(file)
+    data.setdefault("name", folder.name)
+    return RecipeSource(dir=folder, file=file, data=data)

@@ -1,0 +1,35 @@
+"""torchrun: one agent per node, c10d rendezvous on the head node, each rank wrapped by rank_exec
+so that its output is kept in its own log file (per restart)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpclaunch.jobspec import JobSpec
+from hpclaunch.launchers.base import Launcher, Word
+from hpclaunch.render.shell import ShellExpr
+
+
+def torchrun_words(spec: JobSpec) -> list[Word]:
+    python = spec.python_env.executable
+    words: list[Word] = [python, "-m", "torch.distributed.run"]
+    if spec.nodes == 1:
+        words += ["--standalone", f"--nproc-per-node={spec.gpus_per_node}"]
+    else:
+        words += [
+            f"--nnodes={spec.nodes}",
+            f"--nproc-per-node={spec.gpus_per_node}",
+            "--rdzv-backend=c10d",
+            ShellExpr("--rdzv-endpoint=${MASTER_ADDR}:${MASTER_PORT}"),
+            ShellExpr("--rdzv-id=${SLURM_JOB_ID}"),
+        ]
+    # A failed rank ends the job (no elastic restarts inside the allocation; Slurm requeues instead).
+    words += ["--max-restarts=0", "-m", "hpclaunch.runtime.rank_exec"]
+    return words
+
+
+class TorchrunLauncher(Launcher):
+    name = "torchrun"
+
+    def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
+        return [*torchrun_words(spec), str(spec.script_path), *self.script_args(spec, run_dir)]

@@ -1,0 +1,1 @@
+"""JobSpec + launcher -> the job script. Pure and deterministic."""

@@ -1,0 +1,111 @@
+"""Render a JobSpec into the job script and the other files of its run directory.
+
+Pure: the same JobSpec and run directory always give the same bytes. Templates are found in the
+profile's own template folder first, then in user folders, then in the bundled templates/.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from hpclaunch import __version__
+from hpclaunch.errors import ConfigError, NotFoundError
+from hpclaunch.jobspec import JobSpec
+from hpclaunch.launchers import get_launcher
+from hpclaunch.paths import search_dirs
+from hpclaunch.render.shell import ShellExpr, quote
+
+SCRIPT_NAME = "job.sbatch"
+_SAFE_HOME_PATH = re.compile(r"^~/[A-Za-z0-9_./+@-]*$")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What goes into a run directory: file name -> content (the job script included)."""
+
+    script: str
+    files: dict[str, str]
+
+
+def _environment(spec: JobSpec) -> jinja2.Environment:
+    dirs: list[Path] = []
+    if spec.profile.templates:
+        dirs.append(Path(spec.profile.templates))
+    dirs += search_dirs("templates")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = quote
+    env.filters["qpath"] = lambda path: quote(shell_path(str(path)))
+    return env
+
+
+def shell_path(path: str) -> str | ShellExpr:
+    """``~/x`` -> ``${HOME}/x`` expanded on the cluster (not on the machine that renders)."""
+    if _SAFE_HOME_PATH.match(path):
+        return ShellExpr("${HOME}/" + path[2:])
+    return path
+
+
+def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
+    part = spec.partition_spec
+    opts: dict[str, str | None] = {
+        "job-name": spec.name,
+        "partition": spec.partition,
+        "nodes": str(spec.nodes),
+        "ntasks-per-node": "1",
+        "cpus-per-task": str(part.cpus_per_node),
+        "time": spec.time,
+        "output": str(run_dir / "logs" / "job.%j.out"),
+        "open-mode": "append",
+        "requeue": None,
+    }
+    if part.gres:
+        opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"
+    if spec.profile.account:
+        opts["account"] = spec.profile.account
+    if spec.profile.qos:
+        opts["qos"] = spec.profile.qos
+    for key, value in spec.profile.sbatch_extra.items():
+        opts[key.removeprefix("--")] = value
+    return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
+
+
+def render(spec: JobSpec, run_dir: Path) -> Rendered:
+    launcher = get_launcher(spec.recipe.launcher)
+    env = _environment(spec)
+    part = spec.partition_spec
+    slurm = spec.profile.scheduler == "slurm"
+    context = {
+        "version": __version__,
+        "spec": spec,
+        "run_dir": str(run_dir),
+        "slurm": slurm,
+        "sbatch_options": sbatch_options(spec, run_dir) if slurm else [],
+        "asset_store": shell_path(spec.profile.assets.store),
+        "env": {**spec.profile.env, **spec.recipe.env},
+        "cpus_per_task": part.cpus_per_node,
+        "gres": f"{part.gres}:{spec.gpus_per_node}" if (slurm and part.gres) else None,
+        "node_script": launcher.node_script(spec, run_dir),
+        "spec_launcher_template": launcher.template,
+    }
+    for key in context["env"]:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise ConfigError(f"environment variable name {key!r} is not valid in a shell", key=f"env.{key}")
+    try:
+        script = env.get_template("job.sbatch.j2").render(context)
+    except jinja2.TemplateNotFound as exc:
+        raise NotFoundError("template", exc.name or "?", hint="check the profile's `templates` folder") from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"template error: {exc.message}", key="templates") from None
+    files = {SCRIPT_NAME: script, "resolved.yaml": spec.to_yaml(), **launcher.files(spec)}
+    return Rendered(script=script, files=files)

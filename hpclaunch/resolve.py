@@ -1,0 +1,239 @@
+"""Resolve: the only place where configuration layers merge.
+
+Precedence, highest first (rule 1 of the design):
+
+    CLI flags (--nodes, --gpus-per-node, --layout, --partition, --time, --name)
+    > --set key=value (dotted recipe keys)
+    > the recipe preset (--preset, or the recipe's default_preset)
+    > recipe.yaml
+    > the profile's defaults
+    > code defaults
+
+Profile limits are checked here with the numbers in the message; they are never silently clipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from hpclaunch.config.base import validate
+from hpclaunch.config.layout import Layout, parse_layout
+from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source
+from hpclaunch.config.profile import Profile
+from hpclaunch.config.recipe import Recipe
+from hpclaunch.config.slurmtime import format_time, parse_time
+from hpclaunch.errors import ConfigError, LimitError, NotFoundError
+from hpclaunch.jobspec import JobSpec
+
+DEFAULT_LAYOUT = "1n1g"
+DEFAULT_TIME = "01:00:00"
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+_JOB_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class CliOverrides:
+    """What the command line asked for directly (the highest layer)."""
+
+    preset: str | None = None
+    layout: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    partition: str | None = None
+    time: str | None = None
+    name: str | None = None
+    sets: Sequence[str] = field(default_factory=tuple)
+
+
+def parse_set(item: str) -> tuple[list[str], Any]:
+    """``train.lr=3e-4`` -> (["train", "lr"], 0.0003). Values are parsed as YAML scalars/lists."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.lr=3e-4")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not _KEY.match(key):
+        raise ConfigError(f"--set {item!r}: {key!r} is not a dotted key such as train.lr")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _nested(path: list[str], value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(path):
+        out = {part: out}
+    return out
+
+
+def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
+    cur: Any = data
+    for part in loc:
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False
+        cur = cur[part]
+    return True
+
+
+def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
+    """Recipe + preset + --set -> a validated Recipe; errors name the layer a bad value came from."""
+    data = dict(src.data)
+    presets = data.pop("presets", {}) or {}
+    default_preset = data.pop("default_preset", None)
+    if not isinstance(presets, dict):
+        raise ConfigError("expected a mapping of preset name to overrides", file=str(src.file), key="presets")
+    chosen = preset if preset is not None else default_preset
+    preset_data: dict[str, Any] = {}
+    if chosen is not None:
+        if chosen not in presets:
+            raise NotFoundError(f"preset of recipe {data.get('name')!r}", chosen, presets)
+        preset_data = presets[chosen] or {}
+        if not isinstance(preset_data, dict):
+            raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{chosen}")
+    set_data: dict[str, Any] = {}
+    set_items: dict[tuple[str, ...], str] = {}
+    for item in sets:
+        path, value = parse_set(item)
+        set_data = deep_merge(set_data, _nested(path, value))
+        set_items[tuple(path)] = item
+    merged = deep_merge(deep_merge(data, preset_data), set_data)
+
+    def locate(loc: tuple[Any, ...]) -> str:
+        for n in range(len(loc), 0, -1):
+            if tuple(loc[:n]) in set_items:
+                return f"--set {set_items[tuple(loc[:n])]}"
+        if chosen is not None and _has(preset_data, loc):
+            return f"{src.file} (presets.{chosen})"
+        return str(src.file)
+
+    return validate(Recipe, merged, file=str(src.file), locate=locate), chosen
+
+
+def _layout(cli: CliOverrides, recipe: Recipe, profile: Profile) -> Layout:
+    base_text, where = DEFAULT_LAYOUT, "code default"
+    for text, origin in ((profile.defaults.layout, f"profile {profile.name} defaults.layout"),
+                         (recipe.layout, f"recipe {recipe.name} layout"),
+                         (cli.layout, "--layout")):
+        if text is not None:
+            base_text, where = text, origin
+    base = parse_layout(base_text, where=where)
+    nodes = cli.nodes if cli.nodes is not None else base.nodes
+    gpus = cli.gpus_per_node if cli.gpus_per_node is not None else base.gpus_per_node
+    if nodes < 1 or gpus < 1:
+        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes} and {gpus})")
+    return Layout(nodes, gpus)
+
+
+def _batch(recipe: Recipe, world_size: int) -> tuple[int, int, int]:
+    """(data_parallel, grad_accum, global_batch) with global = micro x accum x data-parallel, checked."""
+    dp = world_size
+    if recipe.parallel is not None:
+        par = recipe.parallel
+        mp_pp = par.model_parallel * par.pipeline_stage
+        if par.data_parallel is None:
+            if world_size % mp_pp:
+                raise ConfigError(
+                    f"{world_size} devices cannot be split into model_parallel({par.model_parallel}) x "
+                    f"pipeline_stage({par.pipeline_stage}) = {mp_pp} groups", key="parallel")
+            dp = world_size // mp_pp
+        else:
+            dp = par.data_parallel
+            if dp * mp_pp != world_size:
+                raise ConfigError(
+                    f"data_parallel({dp}) x model_parallel({par.model_parallel}) x "
+                    f"pipeline_stage({par.pipeline_stage}) = {dp * mp_pp}, but the layout has "
+                    f"{world_size} devices", key="parallel")
+        if par.pipeline_stage > 1 and par.micro_batch_num < par.pipeline_stage:
+            raise ConfigError(f"micro_batch_num({par.micro_batch_num}) must be at least "
+                              f"pipeline_stage({par.pipeline_stage}) to keep every stage busy",
+                              key="parallel.micro_batch_num")
+    t = recipe.train
+    mb = t.micro_batch_size
+    if t.global_batch_size is None:
+        accum = t.grad_accum or 1
+        return dp, accum, mb * accum * dp
+    if t.grad_accum is None:
+        if t.global_batch_size % (mb * dp):
+            raise ConfigError(
+                f"global_batch_size({t.global_batch_size}) is not a multiple of micro_batch_size({mb}) x "
+                f"data_parallel({dp}) = {mb * dp}", key="train.global_batch_size",
+                hint="change train.global_batch_size or train.micro_batch_size, or the layout")
+        return dp, t.global_batch_size // (mb * dp), t.global_batch_size
+    if mb * t.grad_accum * dp != t.global_batch_size:
+        raise ConfigError(
+            f"global_batch_size({t.global_batch_size}) != micro_batch_size({mb}) x grad_accum({t.grad_accum}) x "
+            f"data_parallel({dp}) = {mb * t.grad_accum * dp}", key="train.global_batch_size",
+            hint="drop one of train.grad_accum / train.global_batch_size and it is derived from the other")
+    return dp, t.grad_accum, t.global_batch_size
+
+
+def _time(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str) -> str:
+    limit_text = profile.partitions[partition].max_time
+    candidates = ((cli.time, "--time"), (recipe.time, f"recipe {recipe.name} time"),
+                  (profile.defaults.time, f"profile {profile.name} defaults.time"))
+    text, where = next(((t, w) for t, w in candidates if t is not None), (None, None))
+    if text is None:
+        text, where = (DEFAULT_TIME if parse_time(DEFAULT_TIME) <= parse_time(limit_text) else limit_text,
+                       "default")
+    try:
+        seconds = parse_time(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key=where) from None
+    if seconds > parse_time(limit_text):
+        raise LimitError(
+            f"time {text} ({where}) exceeds the limit of partition {partition!r} in profile "
+            f"{profile.name!r}: {limit_text}", hint=f"ask for --time {limit_text} or less")
+    return format_time(seconds)
+
+
+def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
+    part = profile.partitions[partition]
+    if layout.nodes > part.max_nodes:
+        raise LimitError(f"layout {layout} asks for {layout.nodes} nodes, but partition {partition!r} of "
+                         f"profile {profile.name!r} allows at most {part.max_nodes}")
+    if layout.gpus_per_node > part.gpus_per_node:
+        raise LimitError(f"layout {layout} asks for {layout.gpus_per_node} GPUs per node, but partition "
+                         f"{partition!r} of profile {profile.name!r} has {part.gpus_per_node} per node")
+
+
+def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> JobSpec:
+    recipe, preset = merge_recipe(src, cli.preset, cli.sets)
+    partition = cli.partition or recipe.partition or profile.default_partition
+    if partition not in profile.partitions:
+        raise NotFoundError(f"partition of profile {profile.name!r}", partition, profile.partitions)
+    layout = _layout(cli, recipe, profile)
+    _check_limits(profile, partition, layout)
+    time = _time(cli, recipe, profile, partition)
+    dp, accum, global_batch = _batch(recipe, layout.world_size)
+    try:
+        profile.python_env_for(recipe.python_env)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key="python_env") from None
+    name = cli.name or recipe.name
+    if not _JOB_NAME.match(name):
+        raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
+    return JobSpec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
+                   partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
+                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp, sets=tuple(cli.sets))
+
+
+def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None) -> JobSpec:
+    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec."""
+    return resolve_parts(load_profile(profile_ref), load_recipe_source(recipe_ref), cli or CliOverrides())

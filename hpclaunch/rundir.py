@@ -1,0 +1,52 @@
+"""Run directories: made complete or not at all (written beside the final name, then renamed)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from hpclaunch.jobspec import JobSpec
+from hpclaunch.paths import hpclaunch_home
+
+
+def run_root(spec: JobSpec) -> Path:
+    if spec.profile.run_root:
+        return Path(os.path.expandvars(spec.profile.run_root)).expanduser()
+    return hpclaunch_home() / "runs"
+
+
+def new_run_dir(spec: JobSpec) -> Path:
+    """A fresh, unused path: RUN_ROOT/<date>-<time>-<name>-<random>."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return run_root(spec) / f"{stamp}-{spec.name}-{secrets.token_hex(3)}"
+
+
+def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
+    """The spec as the job sees it: it runs the recipe copy kept in the run directory."""
+    return spec.model_copy(update={"recipe_dir": str(run_dir / "recipe")})
+
+
+def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> None:
+    """Create `run_dir` holding `files`, a copy of the recipe folder and empty logs/ and metrics/."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = run_dir.with_name(f".{run_dir.name}.partial")
+    try:
+        partial.mkdir()
+        for name, content in files.items():
+            (partial / name).write_text(content, encoding="utf-8")
+        (partial / "job.sbatch").chmod(0o755)
+        shutil.copytree(recipe_source, partial / "recipe",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        (partial / "logs").mkdir()
+        (partial / "metrics").mkdir()
+        partial.rename(run_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def remove_run_dir(run_dir: Path) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)

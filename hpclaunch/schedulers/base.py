@@ -1,0 +1,47 @@
+"""The scheduler interface and the job states every backend maps onto."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# States a job ends in; anything else may still change.
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+                      "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ..., UNKNOWN
+    reason: str | None = None  # Slurm's pending/failure reason code, e.g. Resources
+    exit_code: str | None = None  # "0:0" style (code:signal)
+    nodes: str | None = None
+    elapsed: str | None = None
+    time_limit: str | None = None
+    source: str = ""  # which command answered: squeue, scontrol, sacct, local
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Scheduler(ABC):
+    name: str
+
+    def check_available(self) -> None:
+        """Raise CommandError when this scheduler cannot be used from here (before anything is written)."""
+
+    @abstractmethod
+    def submit(self, script: Path, run_dir: Path) -> str:
+        """Queue the job script; return the job id."""
+
+    @abstractmethod
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """The status of each job, asking the scheduler once for all of them."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Stop the job."""

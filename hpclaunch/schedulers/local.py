@@ -1,0 +1,100 @@
+"""Local: the job script runs on this machine in the background, as its own process group, with the
+variables a single-node Slurm job would have. Its state lives in RUN_DIR/local/."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from hpclaunch import registry
+from hpclaunch.errors import HpclaunchError
+from hpclaunch.schedulers.base import JobStatus, Scheduler
+
+# Writes the script's exit code atomically when it ends, however it ends short of SIGKILL.
+_WRAPPER = 'bash "$1"; rc=$?; echo "$rc" > "$2.tmp"; mv "$2.tmp" "$2"; exit "$rc"'
+
+
+def _state_dir(run_dir: Path) -> Path:
+    return run_dir / "local"
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # the group may hold only zombies; ask ps whether any member is still running
+    out = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return any(s and not s.startswith("Z") for s in out.split())
+
+
+class LocalScheduler(Scheduler):
+    name = "local"
+
+    def submit(self, script: Path, run_dir: Path) -> str:
+        job_id = registry.next_local_id()
+        state = _state_dir(run_dir)
+        state.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "SLURM_JOB_ID": job_id,
+            "SLURM_JOB_NAME": script.parent.name,
+            "SLURM_JOB_NODELIST": socket.gethostname(),
+            "SLURM_NNODES": "1",
+            "SLURM_NODEID": "0",
+            "SLURM_RESTART_COUNT": "0",
+            "SLURM_SUBMIT_DIR": os.getcwd(),
+        }
+        out = open(run_dir / "logs" / f"job.{job_id}.out", "ab")
+        proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(script), str(state / "exitcode")],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, cwd=run_dir, start_new_session=True)
+        out.close()
+        (state / "job.json").write_text(json.dumps({"job_id": job_id, "pgid": proc.pid,
+                                                    "started": time.time()}))
+        return job_id
+
+    def _one(self, job_id: str) -> JobStatus:
+        try:
+            run_dir = Path(registry.get(job_id).run_dir)
+            info = json.loads((_state_dir(run_dir) / "job.json").read_text())
+        except (HpclaunchError, OSError, ValueError):
+            return JobStatus(job_id, "UNKNOWN", source="local")
+        state = _state_dir(run_dir)
+        elapsed = f"{int(time.time() - info['started'])}s"
+        if (state / "cancelled").exists():
+            return JobStatus(job_id, "CANCELLED", exit_code=None, nodes="localhost", source="local")
+        code_file = state / "exitcode"
+        if code_file.exists():
+            code = int(code_file.read_text().strip() or 1)
+            return JobStatus(job_id, "COMPLETED" if code == 0 else "FAILED", exit_code=f"{code}:0",
+                             nodes="localhost", source="local")
+        if _alive(info["pgid"]):
+            return JobStatus(job_id, "RUNNING", nodes="localhost", elapsed=elapsed, source="local")
+        return JobStatus(job_id, "FAILED", reason="the job's process group vanished", nodes="localhost",
+                         source="local")
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        return {j: self._one(j) for j in job_ids}
+
+    def cancel(self, job_id: str) -> None:
+        run_dir = Path(registry.get(job_id).run_dir)
+        info = json.loads((_state_dir(run_dir) / "job.json").read_text())
+        pgid = info["pgid"]
+        if not _alive(pgid):
+            return
+        (_state_dir(run_dir) / "cancelled").touch()
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.time() + 15
+        while time.time() < deadline and _alive(pgid):
+            time.sleep(0.2)
+        if _alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)

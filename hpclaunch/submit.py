@@ -1,0 +1,59 @@
+"""submit = dry-run + schedule (rule 3).
+
+The dry-run resolves, checks and renders, and writes the run directory; nothing else. Scheduling
+hands the script to the scheduler and records the job. If the scheduler refuses, the run directory
+is removed again: nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpclaunch import registry
+from hpclaunch.jobspec import JobSpec
+from hpclaunch.preflight import preflight
+from hpclaunch.render.render import SCRIPT_NAME, render
+from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
+from hpclaunch.schedulers import get_scheduler
+
+
+@dataclass(frozen=True)
+class Submission:
+    spec: JobSpec
+    run_dir: Path
+    script: str
+    job_id: str | None  # None for a dry run
+
+    @property
+    def script_path(self) -> Path:
+        return self.run_dir / SCRIPT_NAME
+
+
+def dry_run(spec: JobSpec, *, check_scheduler: bool = False) -> Submission:
+    scheduler = get_scheduler(spec.profile.scheduler)
+    if check_scheduler:
+        scheduler.check_available()
+    preflight(spec)
+    run_dir = new_run_dir(spec)
+    job_spec = with_recipe_copy(spec, run_dir)
+    rendered = render(job_spec, run_dir)
+    write_run_dir(run_dir, rendered.files, Path(spec.recipe_dir))
+    return Submission(job_spec, run_dir, rendered.script, None)
+
+
+def submit(spec: JobSpec) -> Submission:
+    prepared = dry_run(spec, check_scheduler=True)
+    scheduler = get_scheduler(spec.profile.scheduler)
+    try:
+        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+    except BaseException:
+        remove_run_dir(prepared.run_dir)
+        raise
+    registry.add(registry.JobRecord(
+        job_id=job_id, scheduler=scheduler.name, profile=spec.profile.name, recipe=spec.recipe.name,
+        preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
+        run_dir=str(prepared.run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    ))
+    return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)

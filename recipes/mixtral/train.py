@@ -1,0 +1,1 @@
+"""placeholder: the training script arrives with the recipes issue."""

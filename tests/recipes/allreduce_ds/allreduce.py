@@ -1,0 +1,1 @@
+../allreduce/allreduce.py
