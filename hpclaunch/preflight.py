@@ -1,6 +1,7 @@
 """Checks made before anything is queued. Each check raises an HpclaunchError naming what is wrong.
 
-Checks are registered in CHECKS; other parts (the asset store) add theirs there.
+Checks are registered in CHECKS; other parts (the asset store) add theirs there. Checks listed in
+SOFT only warn in a non-strict preflight (a dry run): the script is still rendered and printed.
 """
 
 from __future__ import annotations
@@ -27,8 +28,20 @@ def _assets_staged(spec: JobSpec) -> None:
 
 
 CHECKS: list[Check] = [_script_exists, _assets_staged]
+SOFT: set[Check] = {_assets_staged}  # a dry run warns; a real submit refuses
 
 
-def preflight(spec: JobSpec) -> None:
+def preflight(spec: JobSpec, *, strict: bool = True) -> list[str]:
+    """Run every check. Strict: the first failure raises. Not strict: failures of SOFT checks are
+    returned as warnings (one message each) and the others still raise."""
+    from hpclaunch.errors import HpclaunchError
+
+    warnings: list[str] = []
     for check in CHECKS:
-        check(spec)
+        try:
+            check(spec)
+        except HpclaunchError as exc:
+            if strict or check not in SOFT:
+                raise
+            warnings.append(str(exc))
+    return warnings

@@ -34,6 +34,7 @@ from hpclaunch.jobspec import JobSpec
 DEFAULT_LAYOUT = "1n1g"
 DEFAULT_TIME = "01:00:00"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
 
 
@@ -63,6 +64,8 @@ def parse_set(item: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    if isinstance(value, str) and _FLOAT.match(value):
+        value = float(value)  # YAML 1.1 reads 3e-4 (no dot) as a string
     return key.split("."), value
 
 
@@ -103,7 +106,8 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
     preset_data: dict[str, Any] = {}
     if chosen is not None:
         if chosen not in presets:
-            raise NotFoundError(f"preset of recipe {data.get('name')!r}", chosen, presets)
+            raise NotFoundError("preset", chosen, presets,
+                                hint=f"recipe {data.get('name')!r} defines its presets under `presets:` in {src.file}")
         preset_data = presets[chosen] or {}
         if not isinstance(preset_data, dict):
             raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{chosen}")
@@ -217,7 +221,9 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
     recipe, preset = merge_recipe(src, cli.preset, cli.sets)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
-        raise NotFoundError(f"partition of profile {profile.name!r}", partition, profile.partitions)
+        raise NotFoundError("partition", partition, profile.partitions,
+                            hint=f"the partitions of profile {profile.name!r} are listed by "
+                                 f"`hpclaunch profiles show {profile.name}`")
     layout = _layout(cli, recipe, profile)
     _check_limits(profile, partition, layout)
     time = _time(cli, recipe, profile, partition)

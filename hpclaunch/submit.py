@@ -25,26 +25,29 @@ class Submission:
     run_dir: Path
     script: str
     job_id: str | None  # None for a dry run
+    warnings: tuple[str, ...] = ()  # soft preflight failures of a dry run (e.g. assets not staged)
 
     @property
     def script_path(self) -> Path:
         return self.run_dir / SCRIPT_NAME
 
 
-def dry_run(spec: JobSpec, *, check_scheduler: bool = False) -> Submission:
+def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = False) -> Submission:
+    """Strict (what submit uses): every preflight check must pass. Not strict (a plain dry run):
+    soft checks such as staged assets become `warnings` and the script is still rendered."""
     scheduler = get_scheduler(spec.profile.scheduler)
     if check_scheduler:
         scheduler.check_available()
-    preflight(spec)
+    warnings = preflight(spec, strict=strict)
     run_dir = new_run_dir(spec)
     job_spec = with_recipe_copy(spec, run_dir)
     rendered = render(job_spec, run_dir)
     write_run_dir(run_dir, rendered.files, Path(spec.recipe_dir))
-    return Submission(job_spec, run_dir, rendered.script, None)
+    return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
 def submit(spec: JobSpec) -> Submission:
-    prepared = dry_run(spec, check_scheduler=True)
+    prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:
         job_id = scheduler.submit(prepared.script_path, prepared.run_dir)

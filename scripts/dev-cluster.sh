@@ -66,20 +66,31 @@ pid_alive() {
   fi
 }
 
-# stop_pidfile PIDFILE COMM [TIMEOUT]: TERM the daemon, KILL it after TIMEOUT s.
-stop_pidfile() {
-  local f=$1 comm=$2 timeout=${3:-10} pid i
-  if pid_alive "$f" "$comm"; then
-    pid=$(tr -dc '0-9' <"$f")
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < timeout * 5; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
+# stop_pidfiles COMM TIMEOUT PIDFILE...: TERM those daemons together, KILL what still runs after
+# TIMEOUT s (slurmctld and each slurmd take ~2 s to shut down).
+stop_pidfiles() {
+  local comm=$1 timeout=$2 f pid pids=() i alive
+  shift 2
+  for f in "$@"; do
+    if pid_alive "$f" "$comm"; then
+      pid=$(tr -dc '0-9' <"$f")
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  if [ ${#pids[@]} -gt 0 ]; then
+    for ((i = 0; i < timeout * 10; i++)); do
+      alive=0
+      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+      [ "$alive" = 0 ] && break
+      sleep 0.1
     done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   fi
-  rm -f "$f"
+  rm -f "$@"
 }
+stop_pidfile() { stop_pidfiles "$2" "${3:-10}" "$1"; }
+slurmd_pidfiles() { local n; for n in "${NODES[@]}"; do echo "$RUN/slurmd-$n.pid"; done; }
 
 # ---------------------------------------------------------------------------- packages
 ensure_packages() {
@@ -313,11 +324,9 @@ slurmd_up() {
 
 slurm_down() {
   local n
-  for n in "${NODES[@]}"; do
-    stop_pidfile "$RUN/slurmd-$n.pid" slurmd 5
-    kill_ns_procs "${NS_PREFIX}$n"
-  done
-  stop_pidfile "$RUN/slurmctld.pid" slurmctld 15
+  # shellcheck disable=SC2046
+  stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
+  for n in "${NODES[@]}"; do kill_ns_procs "${NS_PREFIX}$n"; done
 }
 
 # Nodes in a usable state (idle, or running jobs). Prints the offenders otherwise.
@@ -379,17 +388,23 @@ cmd_up() {
   fi
   net_up
   munge_up
+  log "network namespaces and munged ready"
   if [ "$mode" = on ]; then
     mariadb_up
+    log "MariaDB ready"
     slurmdbd_up
+    log "slurmdbd ready, cluster dev registered"
   fi
   if [ "$CHANGED" = 1 ] && pid_alive "$RUN/slurmctld.pid" slurmctld; then
     log "configuration changed: restarting slurmctld and slurmd"
-    stop_pidfile "$RUN/slurmctld.pid" slurmctld 15
-    for n in "${NODES[@]}"; do stop_pidfile "$RUN/slurmd-$n.pid" slurmd 5; done
+    # shellcheck disable=SC2046
+    stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
+    log "stopped"
   fi
   slurmctld_up
+  log "slurmctld answers"
   for n in "${NODES[@]}"; do slurmd_up "$n"; done
+  log "slurmd started on ${NODES[*]}"
   wait_nodes
   log "cluster up: 4 nodes, accounting $mode ($(elapsed)s)"
   sinfo

@@ -1,10 +1,54 @@
-"""Refuse a job whose hub assets are not staged (filled in by the stage-assets work)."""
+"""Refuse a job whose hub assets are not staged, before it is queued (rule 7 of the design).
+
+Cheap: presence, size, and a rehash only of files whose mtime changed since staging. Sources that the
+runtime builds itself (model ``generate``, tokenizer ``train``, dataset ``builtin``) are not checked.
+"""
 
 from __future__ import annotations
 
+import shlex
+
+from hpclaunch.assets.requests import AssetRequest, requests_for_spec
+from hpclaunch.assets.store import asset_path, check_files, read_manifest, store_root
+from hpclaunch.errors import AssetError
 from hpclaunch.jobspec import JobSpec
+
+
+def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:
+    """(request, what is wrong) for every hub asset of the job that is not usable from the store."""
+    store = store_root(spec.profile.assets.store)
+    out = []
+    for req in requests_for_spec(spec):
+        folder = asset_path(store, req.kind, req.repo_id, req.revision)
+        manifest = read_manifest(folder)
+        what = f"{req.kind} {req.repo_id!r} (revision {req.revision})"
+        if manifest is None:
+            state = "is not staged" if not folder.exists() else "is incomplete (no manifest)"
+            out.append((req, f"{what} {state}: {folder}"))
+            continue
+        missing = sorted((req.parts - set(manifest.parts)) | (req.configs - set(manifest.configs)))
+        if missing:
+            out.append((req, f"{what} is staged without {', '.join(m or '(default config)' for m in missing)}: "
+                             f"{folder}"))
+            continue
+        problems = check_files(folder, manifest)
+        if problems:
+            listed = "; ".join(str(p) for p in problems[:5]) + (" ..." if len(problems) > 5 else "")
+            out.append((req, f"{what} is incomplete or corrupt: {listed}"))
+    return out
+
+
+def stage_command(spec: JobSpec, requests: list[AssetRequest]) -> str:
+    args = " ".join(q.cli_arg() for q in requests)
+    return f"hpclaunch stage-assets {args} --profile {shlex.quote(spec.profile.name)}"
 
 
 def check_job_assets(spec: JobSpec) -> None:
     """Raise AssetError when a hub asset the job needs is missing, incomplete or corrupt."""
-    return None
+    found = asset_problems(spec)
+    if not found:
+        return
+    lines = "\n  ".join(msg for _, msg in found)
+    raise AssetError(f"the job's assets are not ready in the store {spec.profile.assets.store}:\n  {lines}",
+                     hint=f"run `{stage_command(spec, [q for q, _ in found])}` (where there is network; "
+                          "add --pack FILE and `hpclaunch assets unpack FILE` to carry them to the cluster)")

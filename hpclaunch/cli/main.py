@@ -29,9 +29,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from hpclaunch.cli import cancel, profiles, recipes, status, submit
+    from hpclaunch.cli import assets, cancel, profiles, recipes, stage, status, submit, logs, report
 
-    for module in (submit, profiles, recipes, status, cancel):
+    for module in (submit, profiles, recipes, status, cancel, logs, report, stage, assets):
         module.register(cli)
 
 

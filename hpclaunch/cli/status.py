@@ -1,17 +1,24 @@
-"""hpclaunch status [JOB] and hpclaunch jobs"""
+"""hpclaunch status [JOB] and hpclaunch jobs: the scheduler's view (one call for all listed jobs),
+pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 
 from hpclaunch import registry
 from hpclaunch.cli.options import json_option
 from hpclaunch.cli.tables import print_table
+from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus, get_scheduler
+from hpclaunch.schedulers.reasons import explain
+
+_METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
+                "perplexity")
 
 
 def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
@@ -25,45 +32,80 @@ def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
     return out
 
 
+def _num(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _metrics_line(m: dict | None) -> str | None:
+    if not m:
+        return None
+    return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if k in m)
+
+
+def _as_dict(r: registry.JobRecord, s: JobStatus) -> dict:
+    return {**asdict(r), **asdict(s), "reason_text": explain(s.reason) if s.state == "PENDING" or
+            s.reason else None, "last_metrics": last_metrics(Path(r.run_dir))}
+
+
+def _elapsed(s: JobStatus) -> str:
+    if not s.elapsed:
+        return ""
+    return s.elapsed + (f" / {s.time_limit}" if s.time_limit else "")
+
+
 @click.command("status")
 @click.argument("job", required=False)
 @json_option
 def status_cmd(job: str | None, as_json: bool) -> None:
-    """State of JOB (or of every recorded job): state, reason, nodes, elapsed/limit."""
+    """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
+    last metrics."""
     records = [registry.get(job)] if job else registry.all_records()
     found = statuses(records)
     if as_json:
-        click.echo(json.dumps([{**asdict(r), **asdict(found[r.job_id])} for r in records], indent=2))
+        data = [_as_dict(r, found[r.job_id]) for r in records]
+        click.echo(json.dumps(data[0] if job else data, indent=2))
         return
     for r in records:
         s = found[r.job_id]
-        line = f"{r.job_id}  {s.state}"
-        if s.reason:
-            line += f"  reason: {s.reason}"
-        if s.exit_code:
-            line += f"  exit: {s.exit_code}"
+        head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
+        click.echo(head)
+        click.echo(f"  recipe {r.recipe}{':' + r.preset if r.preset else ''} on {r.profile}, layout {r.layout}, "
+                   f"{r.launcher}")
+        if s.reason and (s.state == "PENDING" or not s.finished or s.state != "COMPLETED"):
+            click.echo(f"  reason: {s.reason}: {explain(s.reason)}" if explain(s.reason) != s.reason
+                       else f"  reason: {s.reason}")
         if s.nodes:
-            line += f"  nodes: {s.nodes}"
+            click.echo(f"  nodes: {s.nodes}")
         if s.elapsed:
-            line += f"  elapsed: {s.elapsed}" + (f"/{s.time_limit}" if s.time_limit else "")
-        click.echo(line)
-        if job:
-            click.echo(f"  recipe {r.recipe} on {r.profile}, {r.layout}, run directory {r.run_dir}")
+            click.echo(f"  elapsed: {_elapsed(s)}")
+        metrics = _metrics_line(last_metrics(Path(r.run_dir)))
+        if metrics:
+            click.echo(f"  last metrics: {metrics}")
+        click.echo(f"  run directory: {r.run_dir}")
+        if s.source:
+            click.echo(f"  (from {s.source})")
+        if s.finished and s.state != "COMPLETED":
+            click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
 
 
 @click.command("jobs")
 @click.option("--limit", "-n", default=20, show_default=True, help="how many recent jobs")
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
-    """Recent jobs: id, recipe, profile, layout, state."""
-    records = registry.all_records()[-limit:]
+    """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
+    records = registry.all_records()[-limit:] if limit > 0 else registry.all_records()
     found = statuses(records)
     if as_json:
-        click.echo(json.dumps([{**asdict(r), "state": found[r.job_id].state} for r in records], indent=2))
+        click.echo(json.dumps([_as_dict(r, found[r.job_id]) for r in records], indent=2))
         return
-    print_table(["job", "recipe", "profile", "layout", "state", "submitted"],
-                [(r.job_id, r.recipe + (f":{r.preset}" if r.preset else ""), r.profile, r.layout,
-                  found[r.job_id].state, r.submitted_at) for r in records])
+    rows = []
+    for r in records:
+        s = found[r.job_id]
+        m = last_metrics(Path(r.run_dir)) or {}
+        state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+        rows.append((r.job_id, r.recipe + (f":{r.preset}" if r.preset else ""), r.profile, r.layout, state,
+                     _elapsed(s), _num(m["loss"]) if "loss" in m else "", r.submitted_at))
+    print_table(["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted"], rows)
 
 
 def register(group: click.Group) -> None:

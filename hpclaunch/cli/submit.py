@@ -39,6 +39,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                                                gpus_per_node=gpus_per_node, partition=partition, time=time_,
                                                name=name, sets=sets))
     done = submission.dry_run(spec) if dry_run else submission.submit(spec)
+    for warning in done.warnings:
+        click.echo(f"hpclaunch: warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps({"job_id": done.job_id, "run_dir": str(done.run_dir),
                                "script": str(done.script_path), "layout": spec.layout,

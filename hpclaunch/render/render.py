@@ -20,6 +20,7 @@ from hpclaunch.paths import search_dirs
 from hpclaunch.render.shell import ShellExpr, quote
 
 SCRIPT_NAME = "job.sbatch"
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 _SAFE_HOME_PATH = re.compile(r"^~/[A-Za-z0-9_./+@-]*$")
 
 
@@ -45,8 +46,14 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["q"] = quote
+    env.filters["oneline"] = oneline
     env.filters["qpath"] = lambda path: quote(shell_path(str(path)))
     return env
+
+
+def oneline(value: object) -> str:
+    """Text for a `#` comment: a newline would end the comment and run the rest as a command."""
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def shell_path(path: str) -> str | ShellExpr:
@@ -76,7 +83,14 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
     if spec.profile.qos:
         opts["qos"] = spec.profile.qos
     for key, value in spec.profile.sbatch_extra.items():
-        opts[key.removeprefix("--")] = value
+        name = key.removeprefix("--")
+        if not _SBATCH_KEY.match(name):
+            raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
+        opts[name] = value
+    for name, value in opts.items():
+        if value is not None and ("\n" in value or "\r" in value):
+            raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line cannot "
+                              f"carry: {value!r}", hint="rename the path or value without line breaks")
     return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
 
 

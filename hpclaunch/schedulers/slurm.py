@@ -65,14 +65,23 @@ class SlurmScheduler(Scheduler):
                                  source="sacct")
         return out
 
-    def _scontrol(self, job_id: str) -> JobStatus | None:
-        proc = cmd.run(["scontrol", "show", "job", "--oneliner", job_id], check=False)
-        if proc.returncode != 0 or not proc.stdout.strip():
-            return None
-        fields = dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok)
-        return JobStatus(job_id, _state(fields.get("JobState", "")), _none(fields.get("Reason", "")),
-                         fields.get("ExitCode"), _none(fields.get("NodeList", "")), fields.get("RunTime"),
-                         fields.get("TimeLimit"), source="scontrol")
+    def _scontrol(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """One `scontrol show job` call: for one id that job, for several every job slurmctld still knows
+        (so many finished jobs cost one call, with accounting disabled too)."""
+        argv = ["scontrol", "show", "job", "--oneliner"] + ([ids[0]] if len(ids) == 1 else [])
+        proc = cmd.run(argv, check=False)
+        out: dict[str, JobStatus] = {}
+        if proc.returncode != 0:
+            return out
+        for line in proc.stdout.splitlines():
+            fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+            jid = fields.get("JobId", "")
+            if jid not in ids:
+                continue
+            out[jid] = JobStatus(jid, _state(fields.get("JobState", "")), _none(fields.get("Reason", "")),
+                                 fields.get("ExitCode"), _none(fields.get("NodeList", "")), fields.get("RunTime"),
+                                 fields.get("TimeLimit"), source="scontrol")
+        return out
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         ids = [str(j) for j in job_ids]
@@ -82,9 +91,11 @@ class SlurmScheduler(Scheduler):
         missing = [j for j in ids if j not in found or found[j].state == "COMPLETING"]
         if missing:
             found.update(self._sacct(missing))
+        missing = [j for j in ids if j not in found or found[j].state == "COMPLETING"]
+        if missing:
+            found.update(self._scontrol(missing))
         for jid in ids:
-            if jid not in found or found[jid].state == "COMPLETING":
-                found[jid] = self._scontrol(jid) or found.get(jid) or JobStatus(jid, "UNKNOWN", source="none")
+            found.setdefault(jid, JobStatus(jid, "UNKNOWN", source="none"))
         return found
 
     def cancel(self, job_id: str) -> None:

@@ -1,1 +1,64 @@
-"""placeholder: the training script arrives with the recipes issue."""
+"""GPT-2 causal language model on grouped blocks of text (seed 000's demo, its loop bugs fixed).
+
+Submit it (the job script starts this file on every rank, with --config RUN_DIR/resolved.yaml):
+
+    hpclaunch submit recipes/gpt2 --profile local --preset tiny --follow          # CPU, seconds
+    hpclaunch submit recipes/gpt2 --profile guangzhou-a800 --layout 2n8g          # GPT-2 124M, DDP
+    hpclaunch submit recipes/gpt2 --profile local --preset tiny \
+        --set launcher=deepspeed --set deepspeed.zero_stage=1                     # same run, DeepSpeed ZeRO-1
+
+The runtime library (hpclaunch/runtime) supplies the device and collective backend from the profile,
+assets from the offline store, the data pipeline, the training loop, metrics and checkpoints.
+"""
+
+from hpclaunch.runtime import build, data, engine, job, metrics
+from hpclaunch.runtime.distributed import init_distributed
+from hpclaunch.runtime.loop import train
+from hpclaunch.precision import precision_for
+
+
+def main() -> None:
+    args = job.parse_args()
+    j = job.load_job(args)
+    spec, t = j.spec, j.train
+    use_deepspeed = j.deepspeed_config is not None  # the deepspeed launcher passes --deepspeed_config
+
+    # 1. Device and process group: cuda/nccl, musa/mccl, npu/hccl or cpu/gloo, from the profile.
+    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed)
+    log = (lambda msg: print(f"[gpt2] {msg}", flush=True)) if d.is_main else (lambda msg: None)
+    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
+        f"{'DeepSpeed ZeRO-%d' % spec.recipe.deepspeed.zero_stage if use_deepspeed else 'DDP'}")
+
+    # 2. Tokenizer and model: staged in the store (full) or generated and cached there (tiny).
+    tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
+    model, changes = build.load_model(spec, tokenizer, d)
+    for change in changes:
+        log(f"config {change}")
+    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+
+    # 3. Data: tokenized and grouped into blocks of seq_len once (cached), sharded per rank.
+    blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
+    batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
+    eval_batches = (data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed,
+                                 shuffle=False) if "validation" in blocks else None)
+
+    # 4. Causal LM: the labels are the inputs (the model shifts them by one).
+    def make_inputs(block, step, micro):
+        ids = block.to(d.device, non_blocking=True)
+        return {"input_ids": ids, "labels": ids}
+
+    flops = metrics.flops_per_token(model, t.seq_len)
+    if use_deepspeed:
+        eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config)
+    else:
+        eng = engine.TorchEngine(model, t, d, precision_for(spec), spec.grad_accum)
+
+    # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
+    train(job=j, d=d, engine=eng, batches=batches, eval_batches=eval_batches, make_inputs=make_inputs,
+          writer=metrics.MetricsWriter(j.run_dir, d.rank), flops_per_token=flops, log=log)
+    d.barrier()
+    log("done")
+
+
+if __name__ == "__main__":
+    job.run_main(main)

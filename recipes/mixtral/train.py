@@ -1,1 +1,60 @@
-"""placeholder: the training script arrives with the recipes issue."""
+"""Mixtral (mixture of experts) causal language model with DeepSpeed ZeRO-3 (seed 000).
+
+    hpclaunch submit recipes/mixtral --profile local --preset tiny --follow         # CPU, seconds
+    hpclaunch submit recipes/mixtral --profile musa-s4000 --layout 1n8g             # Mixtral-8x7B, shrunk
+
+The full preset shrinks Mixtral-8x7B with override_config.json the way seed 000 did (one hidden
+layer); an unknown or mistyped key there stops the job with a message naming it. Under ZeRO-3 the
+MoE block (MixtralSparseMoeBlock) is a leaf module: its experts are gathered whole, since each token
+uses only some of them and per-expert gathers would differ between ranks and hang.
+"""
+
+from hpclaunch.precision import precision_for
+from hpclaunch.runtime import build, data, engine, job, metrics
+from hpclaunch.runtime.distributed import init_distributed
+from hpclaunch.runtime.loop import train
+
+
+def main() -> None:
+    args = job.parse_args()
+    j = job.load_job(args)
+    spec, t = j.spec, j.train
+    if j.deepspeed_config is None:
+        raise SystemExit("mixtral runs under the deepspeed launcher (it needs --deepspeed_config)")
+
+    # 1. Device and process group from the profile; DeepSpeed's init_distributed on top of it.
+    d = init_distributed(deepspeed=True, seed=t.seed)
+    log = (lambda msg: print(f"[mixtral] {msg}", flush=True)) if d.is_main else (lambda msg: None)
+    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
+        f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}")
+
+    # 2. Tokenizer and MixtralForCausalLM; override_config.json applied to the config first.
+    tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
+    model, changes = build.load_model(spec, tokenizer, d)
+    for change in changes:
+        log(f"config {change}")
+    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+
+    # 3. Data: blocks of seq_len tokens, sharded per rank.
+    blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
+    batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
+    eval_batches = (data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed,
+                                 shuffle=False) if "validation" in blocks else None)
+
+    def make_inputs(block, step, micro):
+        ids = block.to(d.device, non_blocking=True)
+        return {"input_ids": ids, "labels": ids}
+
+    # 4. ZeRO-3 with the MoE blocks kept whole (deepspeed.leaf_modules in the recipe).
+    flops = metrics.flops_per_token(model, t.seq_len)
+    eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config, leaf_modules=spec.recipe.deepspeed.leaf_modules)
+
+    # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
+    train(job=j, d=d, engine=eng, batches=batches, eval_batches=eval_batches, make_inputs=make_inputs,
+          writer=metrics.MetricsWriter(j.run_dir, d.rank), flops_per_token=flops, log=log)
+    d.barrier()
+    log("done")
+
+
+if __name__ == "__main__":
+    job.run_main(main)

@@ -1,0 +1,235 @@
+"""The download worker: one child process per (asset, endpoint), run as ``python -m hpclaunch.assets.fetch``.
+
+huggingface_hub reads ``HF_ENDPOINT`` when it is imported, so each endpoint gets its own process with
+the variable set before the import (the parent never imports huggingface_hub). The parent passes the
+job as JSON in argv[1] and reads JSON lines on stdout:
+
+    {"event": "plan", "commit": SHA, "files": [{"path", "size", "sha256"}...], "skipped": N}
+    {"event": "progress", "bytes": B}                  bytes received since the last report
+    {"event": "file", "path", "size", "sha256", "mtime_ns", "cached"}
+    {"event": "retry", "path", "attempt", "error"}
+    {"event": "error", "code": "not_found|revision|unreachable|server|files|integrity", "message"}
+    {"event": "done"}
+
+Files go into the staging folder (beside the final one) with their repo paths. Finished files are
+recorded in ``.hpclaunch-files.jsonl`` there, so a rerun after a kill skips them without rehashing.
+The child exits when its stdin closes (the parent died), so a ``kill -9`` leaves no orphan downloading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.assets.requests import select_files
+
+RECORD = ".hpclaunch-files.jsonl"
+_out_lock = threading.Lock()
+_received = 0
+_recv_lock = threading.Lock()
+
+
+def emit(event: str, **data: Any) -> None:
+    line = json.dumps({"event": event, **data})
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _add_bytes(n: int) -> None:
+    global _received
+    with _recv_lock:
+        _received += n
+
+
+class _Progress:
+    """A tqdm stand-in for huggingface_hub's http_get: counts bytes, draws nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.n = kwargs.get("initial", 0) or 0
+
+    def update(self, n: int | float | None = 1) -> None:
+        n = int(n or 0)
+        self.n += n
+        _add_bytes(n)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def _reporter(stop: threading.Event) -> None:
+    global _received
+    while not stop.wait(0.2):
+        with _recv_lock:
+            n, _received = _received, 0
+        if n:
+            emit("progress", bytes=n)
+
+
+def _watch_parent() -> None:
+    try:
+        sys.stdin.read()
+    finally:
+        os._exit(3)
+
+
+def _hashes(path: Path, want_git: bool) -> tuple[str, str | None]:
+    sha, git = hashlib.sha256(), None
+    size = path.stat().st_size
+    if want_git:
+        git = hashlib.sha1(f"blob {size}\0".encode())
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            sha.update(chunk)
+            if git is not None:
+                git.update(chunk)
+    return sha.hexdigest(), (git.hexdigest() if git is not None else None)
+
+
+def _load_records(staging: Path) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    try:
+        for line in (staging / RECORD).read_text().splitlines():
+            try:
+                rec = json.loads(line)
+                out[rec["path"]] = rec
+            except (ValueError, KeyError):
+                continue  # a line cut by a kill
+    except OSError:
+        pass
+    return out
+
+
+def _classify(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name in ("RepositoryNotFoundError", "GatedRepoError"):
+        return "not_found"
+    if name == "RevisionNotFoundError":
+        return "revision"
+    if name in ("ConnectError", "ConnectTimeout", "OfflineModeIsEnabled", "LocalEntryNotFoundError"):
+        return "unreachable"
+    return "server"
+
+
+def main(job: dict[str, Any]) -> int:
+    threading.Thread(target=_watch_parent, daemon=True).start()
+    from huggingface_hub import HfApi, hf_hub_download  # HF_ENDPOINT is set: import only now
+
+    repo, kind, staging = job["repo_id"], job["kind"], Path(job["staging"])
+    repo_type = "dataset" if kind == "dataset" else "model"
+    api = HfApi()
+    timeout = float(job.get("timeout", 10))
+    sha, tree, last = None, None, None
+    for attempt in range(3):
+        try:
+            sha = api.repo_info(repo, repo_type=repo_type, revision=job["revision"], timeout=timeout).sha
+            tree = list(api.list_repo_tree(repo, repo_type=repo_type, revision=sha, recursive=True))
+            break
+        except Exception as exc:  # noqa: BLE001 - classified and reported to the parent
+            last = exc
+            if _classify(exc) != "server":
+                break
+            time.sleep(0.3 * (attempt + 1))
+    if sha is None or tree is None:
+        emit("error", code=_classify(last), message=f"{type(last).__name__}: {str(last).splitlines()[0]}")
+        return 1
+    entries = {e.path: e for e in tree if getattr(e, "size", None) is not None}
+    chosen, problems = select_files(kind, sorted(entries), job.get("parts", ()), job.get("configs", ()))
+    if problems:
+        emit("error", code="files", message="; ".join(problems))
+        return 1
+    staging.mkdir(parents=True, exist_ok=True)
+    records = _load_records(staging)
+    todo, done = [], []
+    for path in chosen:
+        e = entries[path]
+        expect = e.lfs.sha256 if getattr(e, "lfs", None) else None
+        rec = records.get(path)
+        f = staging / path
+        if rec and f.is_file():
+            st = f.stat()
+            if st.st_size == rec["size"] == e.size and st.st_mtime_ns == rec["mtime_ns"]:
+                if rec.get("commit_oid") == e.blob_id or (expect is not None and rec["sha256"] == expect):
+                    done.append(rec)
+                    continue
+                if expect is None and _hashes(f, want_git=True) == (rec["sha256"], e.blob_id):
+                    done.append(rec)  # seeded from the store without a blob id: a small file, rehashed
+                    continue
+        todo.append((path, e.size, expect, e.blob_id))
+    emit("plan", commit=sha, files=[{"path": p, "size": entries[p].size} for p in chosen],
+         skipped=len(done), skipped_bytes=sum(r["size"] for r in done))
+    for rec in done:
+        emit("file", cached=True, **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")})
+
+    stop = threading.Event()
+    rep = threading.Thread(target=_reporter, args=(stop,), daemon=True)
+    rep.start()
+    record_lock = threading.Lock()
+
+    def one(path: str, size: int, lfs_sha: str | None, blob_id: str) -> dict:
+        retries = int(job.get("retries", 4))
+        for attempt in range(1, retries + 2):
+            try:
+                local = Path(hf_hub_download(repo, path, repo_type=repo_type, revision=sha, local_dir=staging,
+                                             etag_timeout=timeout, tqdm_class=_Progress))
+                got = local.stat().st_size
+                if got != size:
+                    raise OSError(f"size {got} differs from the server's {size}")
+                sha256, git = _hashes(local, want_git=lfs_sha is None)
+                if lfs_sha is not None and sha256 != lfs_sha:
+                    raise OSError(f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}...")
+                if lfs_sha is None and git != blob_id:
+                    raise OSError(f"git blob id {git[:12]}... differs from the server's {blob_id[:12]}...")
+                rec = {"path": path, "size": got, "sha256": sha256, "mtime_ns": local.stat().st_mtime_ns,
+                       "commit_oid": blob_id}
+                with record_lock, open(staging / RECORD, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+                emit("file", cached=False, **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")})
+                return rec
+            except Exception as exc:  # noqa: BLE001 - retried, then reported
+                (staging / path).unlink(missing_ok=True)
+                msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                code = _classify(exc)
+                if attempt > retries or code in ("not_found", "revision"):
+                    raise RuntimeError(f"{path}: {msg}") from exc
+                emit("retry", path=path, attempt=attempt, error=msg)
+                time.sleep(min(0.2 * 2 ** attempt, 2.0))
+        raise AssertionError("unreachable")
+
+    failed = []
+    with ThreadPoolExecutor(max_workers=max(1, int(job.get("workers", 8)))) as pool:
+        futures = [pool.submit(one, *t) for t in todo]
+        for fut in as_completed(futures):
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001
+                failed.append(str(exc))
+    stop.set()
+    rep.join()
+    with _recv_lock:
+        if _received:
+            emit("progress", bytes=_received)
+    if failed:
+        emit("error", code="integrity" if any("differs" in f for f in failed) else "download",
+             message="; ".join(sorted(failed)[:5]) + (f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""))
+        return 1
+    emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+    sys.exit(main(json.loads(sys.argv[1])))

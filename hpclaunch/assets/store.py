@@ -1,0 +1,154 @@
+"""Layout of the offline asset store (shared by staging, verification, preflight and the job runtime).
+
+    STORE/models/<org>--<name>/<revision>/...files...     + hpclaunch-manifest.json
+    STORE/datasets/<org>--<name>/<revision>/...files...   + hpclaunch-manifest.json
+
+A folder appears under its final name only when complete (staged beside it, then renamed).
+Files keep their paths in the repo: a dataset config's parquet files stay under ``<config>/``
+(or ``data/`` for a dataset without configs), so a job loads them with
+``load_dataset("parquet", data_files=dataset_files(folder, config, split))``.
+
+The manifest (a lockfile) records the repo, the requested revision and the resolved commit, every
+file with size and sha256, the endpoint it came from and when. ``mtime_ns`` is local bookkeeping:
+a file whose size and mtime match the manifest is trusted without rehashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MANIFEST = "hpclaunch-manifest.json"
+KINDS = ("model", "dataset")
+STAGING_PREFIX = ".staging-"
+_CHUNK = 8 << 20
+
+
+def store_root(store: str) -> Path:
+    """The store path of a profile (``~`` and ``$VARS`` expanded here, on the machine that reads it)."""
+    return Path(os.path.expandvars(store)).expanduser()
+
+
+def repo_folder(repo_id: str) -> str:
+    return repo_id.replace("/", "--")
+
+
+def asset_path(store: Path | str, kind: str, repo_id: str, revision: str = "main") -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"asset kind must be one of {KINDS}, got {kind!r}")
+    return Path(store) / f"{kind}s" / repo_folder(repo_id) / revision.replace("/", "--")
+
+
+def staging_path(final: Path) -> Path:
+    """Where an asset is assembled before it is renamed to `final` (same folder: same file system)."""
+    return final.parent / f"{STAGING_PREFIX}{final.name}"
+
+
+def dataset_files(folder: Path, config: str | None, split: str) -> list[str]:
+    """The parquet files of one split of a staged dataset, e.g. for ``load_dataset("parquet", ...)``."""
+    base = folder / config if config and (folder / config).is_dir() else folder
+    files = sorted(p for p in base.rglob("*.parquet")
+                   if p.name.startswith(f"{split}-") or p.name.startswith(f"{split}.") or p.parent.name == split)
+    return [str(p) for p in files]
+
+
+@dataclass
+class FileEntry:
+    path: str
+    size: int
+    sha256: str
+    mtime_ns: int = 0
+
+
+@dataclass
+class Manifest:
+    repo_id: str
+    kind: str
+    revision: str
+    commit: str
+    endpoint: str
+    staged_at: str
+    parts: list[str] = field(default_factory=list)      # model: config, weights, tokenizer
+    configs: list[str] = field(default_factory=list)    # dataset configs staged ("" = the default)
+    files: list[FileEntry] = field(default_factory=list)
+    format: int = 1
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Manifest:
+        files = [FileEntry(**f) for f in data.get("files", [])]
+        keys = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "files"}
+        return cls(files=files, **keys)
+
+
+def read_manifest(folder: Path) -> Manifest | None:
+    """The manifest of an asset folder, or None if it has none (or it is unreadable)."""
+    try:
+        return Manifest.from_dict(json.loads((folder / MANIFEST).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def write_manifest(folder: Path, manifest: Manifest) -> None:
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(manifest.to_json())
+    os.replace(tmp, folder / MANIFEST)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    what: str  # "missing", "wrong size (expected N, found M)", "sha256 mismatch"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}"
+
+
+def check_files(folder: Path, manifest: Manifest, *, rehash: bool = False) -> list[Problem]:
+    """Missing, wrong-size or corrupt files. Without `rehash`, a file whose size and mtime match the
+    manifest is trusted; one whose mtime changed is rehashed (so a same-size edit is still caught)."""
+    problems = []
+    for entry in manifest.files:
+        p = folder / entry.path
+        try:
+            st = p.stat()
+        except OSError:
+            problems.append(Problem(p, "missing"))
+            continue
+        if st.st_size != entry.size:
+            problems.append(Problem(p, f"wrong size (expected {entry.size} bytes, found {st.st_size})"))
+        elif (rehash or st.st_mtime_ns != entry.mtime_ns) and sha256_file(p) != entry.sha256:
+            problems.append(Problem(p, f"corrupt (sha256 differs from the manifest's {entry.sha256[:12]}...)"))
+    return problems
+
+
+def iter_assets(store: Path) -> Iterator[tuple[Path, Manifest | None]]:
+    """Every asset folder of a store with its manifest (None: a folder without a readable manifest)."""
+    for kind in KINDS:
+        base = store / f"{kind}s"
+        if not base.is_dir():
+            continue
+        for repo in sorted(base.iterdir()):
+            if not repo.is_dir():
+                continue
+            for rev in sorted(repo.iterdir()):
+                if rev.is_dir() and not rev.name.startswith("."):
+                    yield rev, read_manifest(rev)

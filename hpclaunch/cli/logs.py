@@ -1,0 +1,120 @@
+"""hpclaunch logs JOB: merged per-rank output of every restart, tail, grep, follow, diagnose."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+from hpclaunch import registry
+from hpclaunch.errors import CommandError, ConfigError, NotFoundError
+from hpclaunch.schedulers import JobStatus, get_scheduler
+
+
+def _status(record: registry.JobRecord) -> JobStatus | None:
+    try:
+        return get_scheduler(record.scheduler).status([record.job_id]).get(record.job_id)
+    except CommandError:
+        return None  # diagnose from the logs alone
+
+
+def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagnosis
+    head = f"job {d.job_id}"
+    if d.state:
+        head += f" {d.state}" + (f" (exit {d.exit_code})" if d.exit_code else "")
+    if d.restart is not None:
+        head += f", restart {d.restart}" + (f" of {len(d.restarts)}" if len(d.restarts) > 1 else "")
+        head += f", {d.ranks} rank log(s)"
+    click.echo(head)
+    cause = d.title if d.rank is None or d.title.startswith("rank ") else f"{d.title} on rank {d.rank}"
+    click.echo(f"cause: {cause}")
+    if d.first_failure:
+        ff = d.first_failure
+        click.echo(f"first failure: rank {ff['rank']} on {ff['host']} at {ff['time']} (exit {ff['exit']})")
+    if d.error:
+        click.echo(f"error: {d.error}")
+    if d.file:
+        click.echo(f"log: {d.file}")
+    if d.waiting_ranks and d.cause:
+        ranks = ", ".join(map(str, d.waiting_ranks[:16])) + (" ..." if len(d.waiting_ranks) > 16 else "")
+        click.echo(f"then: rank(s) {ranks} failed or waited in a collective (secondary errors, skipped)")
+    if d.hint:
+        click.echo(f"hint: {d.hint}")
+
+
+@click.command("logs")
+@click.argument("job")
+@click.option("--rank", "-r", type=int, default=None, help="only this rank")
+@click.option("--restart", type=int, default=None, help="only this restart (default: all, in order)")
+@click.option("--tail", "-n", type=int, default=None, help="the last N lines of each rank")
+@click.option("--grep", "grep", default=None, metavar="RE", help="only lines matching this regular expression")
+@click.option("--follow", "-f", is_flag=True, help="print new lines as they are written, until the job ends")
+@click.option("--diagnose", is_flag=True, help="the first failing rank, the first real error and what to do")
+@click.option("--json", "as_json", is_flag=True, help="print JSON (one object per line for logs)")
+def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, grep: str | None,
+             follow: bool, diagnose: bool, as_json: bool) -> None:
+    """Merged per-rank output of JOB (each line prefixed with its rank), every restart in order."""
+    from hpclaunch.logs.files import batch_outputs, find_rank_logs
+    from hpclaunch.logs.read import batch_lines, merged
+
+    record = registry.get(job)
+    run_dir = Path(record.run_dir)
+    if diagnose:
+        from hpclaunch.logs.diagnose import diagnose as run_diagnose
+
+        d = run_diagnose(run_dir, record.job_id, _status(record))
+        if as_json:
+            click.echo(json.dumps(d.to_dict(), indent=2))
+        else:
+            _print_diagnosis(d)
+        return
+    try:
+        pattern = re.compile(grep.encode()) if grep else None
+    except re.error as exc:
+        raise ConfigError(f"--grep {grep!r} is not a regular expression: {exc}",
+                          hint="quote it for the shell, e.g. --grep 'loss=[0-9.]+'") from exc
+
+    def emit(line) -> None:  # noqa: ANN001
+        if as_json:
+            click.echo(json.dumps({"rank": line.rank, "restart": line.restart, "line": line.text}))
+        else:
+            click.echo(line.prefixed())
+
+    if follow:
+        from hpclaunch.logs.follow import follow as follow_logs
+
+        scheduler = get_scheduler(record.scheduler)
+        if tail:
+            for line in merged(find_rank_logs(run_dir, rank=rank), tail=tail, pattern=pattern):
+                emit(line)
+        for line in follow_logs(run_dir, lambda: scheduler.status([record.job_id])[record.job_id].finished,
+                                rank=rank, pattern=pattern, start_at_end=bool(tail)):
+            emit(line)
+        return
+
+    files = find_rank_logs(run_dir, rank=rank, restart=restart)
+    restarts = {f.restart for f in files}
+    shown = 0
+    current = None
+    for line in merged(files, tail=tail, pattern=pattern):
+        if len(restarts) > 1 and line.restart != current and not as_json:
+            click.echo(f"==> restart {line.restart} <==")
+        current = line.restart
+        emit(line)
+        shown += 1
+    if rank is None:
+        outs = batch_outputs(run_dir)
+        if outs and not as_json and (files or shown):
+            click.echo("==> batch output <==")
+        for line in batch_lines(outs, tail=tail, pattern=pattern):
+            emit(line)
+            shown += 1
+    if not files and rank is not None:
+        raise NotFoundError("rank log", f"rank {rank} of job {job}",
+                            hint=f"the job may not have started yet: `hpclaunch status {job}`")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(logs_cmd)

@@ -1,0 +1,2 @@
+"""Metrics of a run (RUN_DIR/metrics/rank-0.jsonl): loading, a text summary, PNG plots (matplotlib,
+imported only when a plot is drawn) and the per-step loss comparison of two runs."""

@@ -1,0 +1,67 @@
+"""PNG plots with matplotlib (imported here, on demand, with the Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hpclaunch.report.metrics import Metrics
+
+PLOTS = (("loss", "loss"), ("lr", "learning rate"), ("tokens_per_s", "tokens/s"))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_run(m: Metrics, out_dir: Path, title: str) -> list[Path]:
+    """One PNG per metric that the run has: loss.png (with eval loss), lr.png, tokens_per_s.png."""
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key, label in PLOTS:
+        steps, values = m.series(key)
+        if not steps:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(steps, values, label=label)
+        if key == "loss":
+            ev = [(r["step"], r["eval_loss"]) for r in m.evals if "step" in r and "eval_loss" in r]
+            if ev:
+                ax.plot(*zip(*ev), "o-", label="eval loss")
+            ax.legend()
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.set_title(f"{title}: {label}")
+        ax.grid(alpha=0.3)
+        path = out_dir / f"{key}.png"
+        fig.tight_layout()
+        # the plotted numbers ride along in the PNG's text chunk, so a script can check them
+        fig.savefig(path, dpi=100, metadata={"Description": json.dumps({"step": steps, key: values})})
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_compare(a: Metrics, b: Metrics, diff: dict, path: Path, names: tuple[str, str]) -> Path:
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for m, name in zip((a, b), names):
+        top.plot(*m.series("loss"), label=name)
+    top.set_ylabel("loss")
+    top.legend()
+    top.grid(alpha=0.3)
+    bottom.plot(diff["steps"], diff["diff"], color="tab:red")
+    bottom.set_ylabel(f"loss {names[1]} - {names[0]}")
+    bottom.set_xlabel("step")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

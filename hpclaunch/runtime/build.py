@@ -1,0 +1,120 @@
+"""Tokenizer and model for a job: staged hub assets, or generated ones for the `tiny` presets.
+
+Generated assets are deterministic (fixed seed, fixed corpus) and cached in the store, so every
+launcher (torchrun/DDP, DeepSpeed ZeRO-1/2/3) starts from the very same weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
+from hpclaunch.runtime.corpus import builtin_corpus
+from hpclaunch.runtime.overrides import apply_overrides, read_override, set_dropout
+
+_BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+_EOS = "<|endoftext|>"
+
+
+def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if kind == "wordpiece":  # BERT-style, uncased
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        tok.train_from_iterator(texts, trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=_BERT_SPECIALS, show_progress=False))
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                       sep_token="[SEP]", mask_token="[MASK]")
+    else:  # GPT-2-style byte-level BPE; every record ends with the end-of-text token
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[_EOS], show_progress=False,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        eos = tok.token_to_id(_EOS)
+        tok.post_processor = processors.TemplateProcessing(single=f"$A {_EOS}", special_tokens=[(_EOS, eos)])
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=_EOS, eos_token=_EOS, unk_token=_EOS,
+                                       pad_token=_EOS)
+    fast.save_pretrained(out)
+
+
+def load_tokenizer(spec, d) -> tuple[Any, str]:
+    """(tokenizer, where it came from)."""
+    from transformers import AutoTokenizer
+
+    t = spec.recipe.tokenizer
+    if t is not None and t.source == "train":
+        corpus = spec.recipe.dataset.corpus if spec.recipe.dataset else None
+        if not corpus:
+            raise ValueError("tokenizer.source: train needs dataset.source: builtin with a corpus")
+        key = fingerprint("tokenizer", t.kind, t.vocab_size, corpus, 1)
+        path = generated(job_store(spec), "tokenizers", key,
+                         lambda out: _train_tokenizer(t.kind, t.vocab_size, builtin_corpus(corpus)["train"], out), d)
+    else:
+        repo = (t.repo if t and t.repo else None) or spec.recipe.model.repo
+        path = hub_asset(spec, "model", repo, t.revision if t else "main")
+    return AutoTokenizer.from_pretrained(path), str(path)
+
+
+def model_config(spec, tokenizer):
+    """The model config: generated from model_type + config, or the staged one; then the recipe's
+    model.config keys, override_config.json and train.dropout, in that order."""
+    from transformers import AutoConfig
+
+    m = spec.recipe.model
+    if m.source == "generate":
+        ids = {k: getattr(tokenizer, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+        config = AutoConfig.for_model(m.model_type, vocab_size=len(tokenizer),
+                                      **{k: v for k, v in ids.items() if v is not None})
+    else:
+        config = AutoConfig.from_pretrained(hub_asset(spec, "model", m.repo, m.revision))
+    changes = apply_overrides(config, dict(m.config), source=f"recipe {spec.recipe.name}: model.config")
+    if m.override_config:
+        path = Path(spec.recipe_dir) / m.override_config
+        changes += apply_overrides(config, read_override(path), source=str(path))
+    if spec.recipe.train.dropout is not None:
+        set_dropout(config, spec.recipe.train.dropout)
+    return config, changes
+
+
+def _auto_class(task: str):
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    return AutoModelForMaskedLM if task == "masked-lm" else AutoModelForCausalLM
+
+
+def load_model(spec, tokenizer, d):
+    """(model in fp32 on the CPU, config changes). Weights: the staged checkpoint, or a random init
+    with the job's seed built once by rank 0 and cached in the store."""
+    import torch
+
+    m = spec.recipe.model
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    config, changes = model_config(spec, tokenizer)
+    auto = _auto_class(spec.recipe.task)
+    if m.source == "generate":
+        seed = spec.recipe.train.seed
+
+        def build(out: Path) -> None:
+            torch.manual_seed(seed)
+            auto.from_config(config).save_pretrained(out)
+
+        key = fingerprint("model", spec.recipe.task, config.to_dict(), seed, 1)
+        path = generated(job_store(spec), "models", key, build, d)
+        model = auto.from_pretrained(path, config=config, dtype=torch.float32)
+    else:
+        path = hub_asset(spec, "model", m.repo, m.revision)
+        model = auto.from_pretrained(path, config=config, dtype=torch.float32)
+        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+            model.resize_token_embeddings(len(tokenizer))
+    return model, changes

@@ -1,0 +1,50 @@
+"""Metrics as JSON lines, one file per rank (RUN_DIR/metrics/rank-<R>.jsonl, appended across restarts).
+
+    {"kind": "train", "step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s",
+     "peak_mem_bytes", "mfu", "rank", "world_size", "time"}
+    {"kind": "eval", "step", "eval_loss", "perplexity", "rank", "time"}
+
+`tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
+utilisation per device (null when the partition's `peak_tflops` is unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.runtime.logfiles import metrics_file
+
+
+def flops_per_token(model, seq_len: int) -> float:
+    """Training FLOPs per token: 6 N + 12 L H T (PaLM appendix B; N = non-embedding parameters)."""
+    cfg = model.config
+    layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", 0)
+    hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", 0)
+    emb = model.get_input_embeddings().weight.numel()
+    n = sum(p.numel() for p in model.parameters()) - emb
+    if getattr(cfg, "num_local_experts", None):  # MoE: only the routed experts run per token
+        share = cfg.num_experts_per_tok / cfg.num_local_experts
+        experts = sum(p.numel() for name, p in model.named_parameters() if ".experts." in name)
+        n -= experts * (1 - share)
+    return 6 * n + 12 * layers * hidden * seq_len
+
+
+class MetricsWriter:
+    def __init__(self, run_dir: Path, rank: int):
+        self.path = metrics_file(run_dir, rank)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rank = rank
+
+    def write(self, kind: str, **record: Any) -> dict[str, Any]:
+        rec = {"kind": kind, **record, "rank": self.rank, "time": round(time.time(), 3)}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+        return rec
+
+
+def read_metrics(run_dir: Path, rank: int = 0) -> list[dict[str, Any]]:
+    p = metrics_file(run_dir, rank)
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []

@@ -1,0 +1,40 @@
+"""Learning rate: linear warmup to `lr`, then cosine decay to `min_lr` at `max_steps` (nanoGPT)."""
+
+from __future__ import annotations
+
+import math
+
+
+def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, max_steps: int) -> float:
+    """The learning rate for optimizer step `step` (0-based)."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if step >= max_steps:
+        return min_lr
+    progress = (step - warmup) / max(1, max_steps - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def make_scheduler(optimizer, train):
+    """A LambdaLR (its state goes into checkpoints) following lr_at."""
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def factor(step: int) -> float:
+        return lr_at(step, lr=train.lr, min_lr=train.min_lr, warmup=train.warmup_steps,
+                     max_steps=train.max_steps) / train.lr
+
+    return LambdaLR(optimizer, factor)
+
+
+def make_optimizer(model, train, device_type: str):
+    """AdamW, weight decay on matrices only, fused where the device has a fused kernel."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": train.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    kwargs = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
+    try:
+        return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.95), eps=1e-8, **kwargs)
+    except (RuntimeError, TypeError):  # no fused kernel for this device
+        return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.95), eps=1e-8)

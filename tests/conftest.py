@@ -1,0 +1,83 @@
+"""Shared test fixtures. Keep them simple; every helper's tests may use them.
+
+Fixtures
+--------
+``hpc_home``   A fresh ``$HPCLAUNCH_HOME`` under ``tmp_path`` (returned as a Path), with
+               ``$HPCLAUNCH_PATH`` set to this ``tests/`` folder (so the test recipes in
+               ``tests/recipes/`` are found by name: ``allreduce``, ``allreduce_ds``) and
+               ``$XDG_CONFIG_HOME`` pointed into ``tmp_path`` (no user config leaks in).
+               Run directories land in ``hpc_home / "runs"``, job records in ``hpc_home / "registry"``.
+``hpclaunch``  Runs the CLI in-process with click's CliRunner: ``hpclaunch("submit", "allreduce",
+               "--profile", "local", "--dry-run")`` returns a ``click.testing.Result`` with
+               ``.exit_code``, ``.stdout``, ``.stderr`` and ``.output`` (both). Uses ``hpc_home``.
+               Exceptions that are not HpclaunchErrors propagate (``catch_exceptions=False``), so a
+               traceback fails the test instead of hiding in ``result.exception``.
+
+Constants: ``REPO`` (the repository root) and ``TESTS`` (this folder), importable as
+``from tests.conftest import REPO`` only when run from the repo root; prefer ``Path(__file__)``.
+
+Markers
+-------
+``@pytest.mark.slurm``  needs the dev Slurm cluster (``scripts/dev-cluster.sh up``); skipped when
+                        ``sinfo`` fails or is missing.
+``@pytest.mark.slow``   trains real models (minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+@lru_cache(maxsize=1)
+def slurm_available() -> bool:
+    """True when `sinfo` runs and answers (the dev cluster or a real one is up)."""
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        proc = subprocess.run(["sinfo", "-h"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("slurm") for item in items):
+        return
+    if slurm_available():
+        return
+    skip = pytest.mark.skip(reason="no Slurm cluster (sinfo failed): run scripts/dev-cluster.sh up")
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def hpc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "hpclaunch-home"
+    home.mkdir()
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(home))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(TESTS))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    return home
+
+
+@pytest.fixture
+def hpclaunch(hpc_home: Path) -> Callable[..., Result]:
+    from hpclaunch.cli.main import cli
+
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(cli, list(args), input=input, catch_exceptions=False, prog_name="hpclaunch")
+
+    return invoke

@@ -1,0 +1,141 @@
+"""End to end on the real dev Slurm cluster (scripts/dev-cluster.sh up): `hpclaunch submit` of the
+all-reduce test recipe really runs on 2 nodes x 2 ranks under torchrun and under the deepspeed launcher,
+the module the profile loads is visible in the job, `status` follows it to COMPLETED, and `cancel`
+stops a running job. The same recipe also runs under the `local` profile (no Slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+needs_slurm = pytest.mark.skipif(shutil.which("sinfo") is None
+                                 or subprocess.run(["sinfo"], capture_output=True).returncode != 0,
+                                 reason="the dev Slurm cluster is not up (scripts/dev-cluster.sh up)")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HPCLAUNCH_HOME": str(tmp_path / "home"), "HPCLAUNCH_PATH": str(TESTS)}
+
+
+def hpclaunch(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"hpclaunch {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def submit(env: dict[str, str], *args: str) -> dict[str, str]:
+    return json.loads(hpclaunch(env, "submit", *args, "--json").stdout)
+
+
+def wait_state(env: dict[str, str], job: str, states: set[str], timeout: float = 300) -> list[str]:
+    """Poll `hpclaunch status JOB --json` until the job reaches one of `states`; return the states seen."""
+    seen: list[str] = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        answer = json.loads(hpclaunch(env, "status", job, "--json").stdout)
+        state = (answer[0] if isinstance(answer, list) else answer)["state"]
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        if state in states:
+            return seen
+        time.sleep(1)
+    raise AssertionError(f"job {job} did not reach {states} in {timeout} s; states seen: {seen}")
+
+
+RANK_LINE = re.compile(r"rank=(\d+) world_size=(\d+) local_rank=(\d+) host=(\S+) reduced=(\S+) expected=(\S+) "
+                       r"module=(\S+) launcher=(\S+)")
+
+
+def rank_lines(run_dir: Path) -> dict[int, tuple[str, ...]]:
+    """What each rank printed, read from its own log file (logs/rank-R.restart-0.log)."""
+    found = {}
+    for log in sorted((run_dir / "logs").glob("rank-*.restart-0.log")):
+        m = RANK_LINE.search(log.read_text())
+        assert m, f"{log} has no all-reduce line:\n{log.read_text()}"
+        found[int(m.group(1))] = m.groups()
+        assert log.name == f"rank-{m.group(1)}.restart-0.log"
+    return found
+
+
+@needs_slurm
+@pytest.mark.slurm
+@pytest.mark.parametrize("recipe,launcher", [("allreduce", "torchrun"), ("allreduce_ds", "deepspeed")])
+def test_two_nodes_two_ranks_all_reduce(env, recipe, launcher):
+    sub = submit(env, recipe, "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    seen = wait_state(env, job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"})
+    assert seen[-1] == "COMPLETED", (seen, (run_dir / "logs" / f"job.{job}.out").read_text())
+    ranks = rank_lines(run_dir)
+    assert sorted(ranks) == [0, 1, 2, 3]
+    for rank, (_, world, local_rank, host, reduced, expected, module, used) in ranks.items():
+        assert world == "4"
+        assert float(reduced) == 10.0 == float(expected)  # 1 + 2 + 3 + 4
+        assert module == "1.0", "the profile's `module load hpclaunch-dev/1.0` is not visible in the job"
+        assert used == launcher
+        assert int(local_rank) == rank % 2
+    assert {ranks[r][3] for r in ranks} == {"node1", "node2"}
+    assert (run_dir / "ds_config.json").is_file() == (launcher == "deepspeed")
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    assert "world_size=4" in out  # the batch output carries every rank's lines too, prefixed
+
+
+def test_local_profile_runs_the_same_recipe(env):
+    sub = submit(env, "allreduce", "--profile", "local", "--gpus-per-node", "2")
+    seen = wait_state(env, sub["job_id"], {"COMPLETED", "FAILED", "CANCELLED"}, timeout=180)
+    assert seen[-1] == "COMPLETED"
+    ranks = rank_lines(Path(sub["run_dir"]))
+    assert sorted(ranks) == [0, 1]
+    assert all(v[1] == "2" and float(v[4]) == 3.0 for v in ranks.values())
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if text in line and " Z" not in line and "ps -eo" not in line]
+
+
+@needs_slurm
+@pytest.mark.slurm
+def test_cancel_running_slurm_job(env):
+    sub = submit(env, "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2",
+                 "--preset", "slow")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    wait_state(env, job, {"RUNNING"}, timeout=120)
+    # wait until the ranks are really up (their all-reduce line is logged), then cancel
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((run_dir / "logs").glob("rank-*.log"))) < 4:
+        time.sleep(1)
+    assert hpclaunch(env, "cancel", job).stdout.startswith(f"cancelled {job}")
+    seen = wait_state(env, job, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=120)
+    assert seen[-1] == "CANCELLED"
+    deadline = time.time() + 30
+    while time.time() < deadline and _processes_mentioning(str(run_dir)):
+        time.sleep(1)
+    assert _processes_mentioning(str(run_dir)) == []
+
+
+def test_cancel_running_local_job(env):
+    sub = submit(env, "allreduce", "--profile", "local", "--preset", "slow")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    wait_state(env, job, {"RUNNING"}, timeout=60)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((run_dir / "logs").glob("rank-*.log"))) < 2:
+        time.sleep(0.5)
+    hpclaunch(env, "cancel", job)
+    assert wait_state(env, job, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=30)[-1] == "CANCELLED"
+    deadline = time.time() + 20
+    while time.time() < deadline and _processes_mentioning(str(run_dir)):
+        time.sleep(0.5)
+    assert _processes_mentioning(str(run_dir)) == []
