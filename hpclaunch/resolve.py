@@ -22,9 +22,11 @@ from typing import Any
 
 import yaml
 
+from hpclaunch.config import yamlfile
 from hpclaunch.config.base import validate
 from hpclaunch.config.layout import Layout, parse_layout
 from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source
+from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.profile import Profile
 from hpclaunch.config.recipe import Recipe
 from hpclaunch.config.slurmtime import format_time, parse_time
@@ -34,7 +36,6 @@ from hpclaunch.jobspec import JobSpec
 DEFAULT_LAYOUT = "1n1g"
 DEFAULT_TIME = "01:00:00"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
-_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
 
 
@@ -61,11 +62,9 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     if not _KEY.match(key):
         raise ConfigError(f"--set {item!r}: {key!r} is not a dotted key such as train.lr")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yamlfile.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    if isinstance(value, str) and _FLOAT.match(value):
-        value = float(value)  # YAML 1.1 reads 3e-4 (no dot) as a string
     return key.split("."), value
 
 
@@ -107,7 +106,8 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
     if chosen is not None:
         if chosen not in presets:
             raise NotFoundError("preset", chosen, presets,
-                                hint=f"recipe {data.get('name')!r} defines its presets under `presets:` in {src.file}")
+                                hint=f"recipe {data.get('name')!r} defines its presets under `presets:` "
+                                     f"in {src.file}")
         preset_data = presets[chosen] or {}
         if not isinstance(preset_data, dict):
             raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{chosen}")
@@ -130,10 +130,18 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
     return validate(Recipe, merged, file=str(src.file), locate=locate), chosen
 
 
+def _recipe_origin(cli: CliOverrides, recipe: Recipe, key: str) -> str:
+    """Where a recipe-level value came from, for messages: the --set flag, else the recipe (or preset)."""
+    for item in reversed(cli.sets):
+        if item.split("=", 1)[0].strip() == key:
+            return f"--set {item}"
+    return f"recipe {recipe.name} {key}"
+
+
 def _layout(cli: CliOverrides, recipe: Recipe, profile: Profile) -> Layout:
     base_text, where = DEFAULT_LAYOUT, "code default"
     for text, origin in ((profile.defaults.layout, f"profile {profile.name} defaults.layout"),
-                         (recipe.layout, f"recipe {recipe.name} layout"),
+                         (recipe.layout, _recipe_origin(cli, recipe, "layout")),
                          (cli.layout, "--layout")):
         if text is not None:
             base_text, where = text, origin
@@ -149,25 +157,8 @@ def _batch(recipe: Recipe, world_size: int) -> tuple[int, int, int]:
     """(data_parallel, grad_accum, global_batch) with global = micro x accum x data-parallel, checked."""
     dp = world_size
     if recipe.parallel is not None:
-        par = recipe.parallel
-        mp_pp = par.model_parallel * par.pipeline_stage
-        if par.data_parallel is None:
-            if world_size % mp_pp:
-                raise ConfigError(
-                    f"{world_size} devices cannot be split into model_parallel({par.model_parallel}) x "
-                    f"pipeline_stage({par.pipeline_stage}) = {mp_pp} groups", key="parallel")
-            dp = world_size // mp_pp
-        else:
-            dp = par.data_parallel
-            if dp * mp_pp != world_size:
-                raise ConfigError(
-                    f"data_parallel({dp}) x model_parallel({par.model_parallel}) x "
-                    f"pipeline_stage({par.pipeline_stage}) = {dp * mp_pp}, but the layout has "
-                    f"{world_size} devices", key="parallel")
-        if par.pipeline_stage > 1 and par.micro_batch_num < par.pipeline_stage:
-            raise ConfigError(f"micro_batch_num({par.micro_batch_num}) must be at least "
-                              f"pipeline_stage({par.pipeline_stage}) to keep every stage busy",
-                              key="parallel.micro_batch_num")
+        model_config = recipe.model.config if recipe.model else None
+        dp = data_parallel_degree(recipe.parallel, world_size, model_config)
     t = recipe.train
     mb = t.micro_batch_size
     if t.global_batch_size is None:
@@ -190,7 +181,7 @@ def _batch(recipe: Recipe, world_size: int) -> tuple[int, int, int]:
 
 def _time(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str) -> str:
     limit_text = profile.partitions[partition].max_time
-    candidates = ((cli.time, "--time"), (recipe.time, f"recipe {recipe.name} time"),
+    candidates = ((cli.time, "--time"), (recipe.time, _recipe_origin(cli, recipe, "time")),
                   (profile.defaults.time, f"profile {profile.name} defaults.time"))
     text, where = next(((t, w) for t, w in candidates if t is not None), (None, None))
     if text is None:
@@ -200,6 +191,9 @@ def _time(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str) -
         seconds = parse_time(text)
     except ValueError as exc:
         raise ConfigError(str(exc), key=where) from None
+    if seconds <= 0:
+        # Slurm reads a zero time limit as "no limit": that would slip past the partition's limit
+        raise ConfigError(f"time {text!r} is zero; ask for at least one minute", key=where)
     if seconds > parse_time(limit_text):
         raise LimitError(
             f"time {text} ({where}) exceeds the limit of partition {partition!r} in profile "

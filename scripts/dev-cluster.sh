@@ -96,13 +96,13 @@ slurmd_pidfiles() { local n; for n in "${NODES[@]}"; do echo "$RUN/slurmd-$n.pid
 ensure_packages() {
   local missing=() p
   for p in "${APT_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing apt packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q "${APT_PKGS[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+  apt-get -o DPkg::Lock::Timeout=300 install -y -q "${APT_PKGS[@]}" >/dev/null
   log "apt packages installed"
 }
 
@@ -157,10 +157,12 @@ write_configs() {
 }
 
 install_modules() {
-  rm -rf "$OPT/modulefiles.new"
-  cp -r "$TPL/modulefiles" "$OPT/modulefiles.new"
-  rm -rf "$OPT/modulefiles"
-  mv "$OPT/modulefiles.new" "$OPT/modulefiles"
+  if ! diff -rq "$TPL/modulefiles" "$OPT/modulefiles" >/dev/null 2>&1; then
+    rm -rf "$OPT/modulefiles.new"
+    cp -r "$TPL/modulefiles" "$OPT/modulefiles.new"
+    rm -rf "$OPT/modulefiles"
+    mv "$OPT/modulefiles.new" "$OPT/modulefiles"
+  fi
   install -m 755 "$TPL/hpclaunch-dev-hello" "$OPT/bin/hpclaunch-dev-hello"
   install -m 644 "$TPL/zz-hpclaunch-dev.sh" /etc/profile.d/zz-hpclaunch-dev.sh
   if [ -f /etc/lmod/modulespath ] && ! grep -qx "$OPT/modulefiles" /etc/lmod/modulespath; then
@@ -199,7 +201,8 @@ net_up() {
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
   fi
-  ip addr show dev "$BRIDGE" | grep -q "inet $HOST_IP/" || ip addr add "$HOST_IP/24" dev "$BRIDGE"
+  # (no `cmd | grep -q` under pipefail: grep's early exit can fail the pipeline with SIGPIPE)
+  [[ "$(ip -4 addr show dev "$BRIDGE")" == *"inet $HOST_IP/"* ]] || ip addr add "$HOST_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   for k in 1 2 3 4; do
     ns=${NS_PREFIX}node$k veth=hpcv$k
@@ -301,7 +304,7 @@ slurmdbd_up() {
   # The first start creates the schema; sacctmgr answers once slurmdbd listens.
   wait_for 90 "slurmdbd" sacctmgr -n -P list cluster format=cluster \
     || { tail -20 "$LOG/slurmdbd.log" >&2; die "slurmdbd did not answer"; }
-  if ! sacctmgr -n -P list cluster format=cluster 2>/dev/null | grep -qx dev; then
+  if ! [[ $'\n'"$(sacctmgr -n -P list cluster format=cluster 2>/dev/null)"$'\n' == *$'\n'dev$'\n'* ]]; then
     sacctmgr -i add cluster dev >/dev/null
   fi
 }
@@ -425,7 +428,7 @@ cmd_down() {
   net_down
   hosts_remove
   if [ "$purge" = 1 ]; then
-    rm -rf "$SPOOL" "$LIB"
+    find "$SPOOL" "$LIB" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || true
     log "purged $SPOOL and $LIB (job state, accounting database)"
   fi
   log "cluster down"

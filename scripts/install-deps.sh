@@ -46,7 +46,7 @@ else
   constraints=$(mktemp)
   trap 'rm -f "$constraints"' EXIT
   echo "torch==$TORCH_VERSION" >"$constraints"
-  log "installing -e $ROOT[$EXTRAS] (constraints: torch==$TORCH_VERSION)"
+  log "installing -e ${ROOT}[$EXTRAS] (constraints: torch==$TORCH_VERSION)"
   (cd "$ROOT" && pip_install -c "$constraints" -e ".[$EXTRAS]")
   mkdir -p "$stamp_dir"
   echo "$want" >"$stamp"

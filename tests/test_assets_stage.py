@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.hubserver.fixtures import AssetEnv, asset_env, dead_endpoint, hub, hub_root  # noqa: F401
+from tests.hubserver import fixtures as _fx
+from tests.hubserver.fixtures import AssetEnv, dead_endpoint
 from tests.hubserver.server import HubServer
 
+hub_root, hub, asset_env = _fx.hub_root, _fx.hub, _fx.asset_env  # the fixtures
 MODEL = "tiny-org/tiny-model"
 DATASET = "tiny-org/tiny-text"
 
@@ -23,8 +25,9 @@ def _stage(env: AssetEnv, *args: str):
 
 
 def _manifest(env: AssetEnv, kind: str, repo: str) -> dict:
-    return json.loads((env.store / f"{kind}s" / repo.replace("/", "--") / "main" / "hpclaunch-manifest.json")
-                      .read_text())
+    return json.loads(
+        (env.store / f"{kind}s" / repo.replace("/", "--") / "main" / "hpclaunch-manifest.json").read_text()
+    )
 
 
 def test_stage_model_and_dataset_then_restage_is_instant(asset_env: AssetEnv, hub: HubServer, hub_root: Path):
@@ -36,8 +39,15 @@ def test_stage_model_and_dataset_then_restage_is_instant(asset_env: AssetEnv, hu
     model_dir = asset_env.store / "models" / "tiny-org--tiny-model" / "main"
     names = sorted(p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file())
     # safetensors preferred over .bin; no .h5/.msgpack/onnx/README; tokenizer files kept
-    assert names == ["config.json", "generation_config.json", "hpclaunch-manifest.json", "merges.txt",
-                     "model.safetensors", "tokenizer.json", "vocab.json"]
+    assert names == [
+        "config.json",
+        "generation_config.json",
+        "hpclaunch-manifest.json",
+        "merges.txt",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.json",
+    ]
     m = _manifest(asset_env, "model", MODEL)
     assert m["repo_id"] == MODEL and m["kind"] == "model" and m["revision"] == "main"
     assert m["commit"] == hub.repo("model", MODEL).sha and m["endpoint"] == hub.url and m["staged_at"]
@@ -47,8 +57,9 @@ def test_stage_model_and_dataset_then_restage_is_instant(asset_env: AssetEnv, hu
         assert f["size"] == (src / f["path"]).stat().st_size
 
     ds = _manifest(asset_env, "dataset", DATASET)
-    assert sorted(f["path"] for f in ds["files"]) == [f"big-v1/{s}-00000-of-00001.parquet"
-                                                       for s in ("test", "train", "validation")]
+    assert sorted(f["path"] for f in ds["files"]) == [
+        f"big-v1/{s}-00000-of-00001.parquet" for s in ("test", "train", "validation")
+    ]
     # no staging folders left beside the assets
     assert not list(asset_env.store.rglob(".staging-*"))
 
@@ -126,9 +137,21 @@ def test_no_endpoint_reachable_fails_quickly(asset_env: AssetEnv):
 
 def test_kill9_during_staging_then_rerun_continues(asset_env: AssetEnv, hub: HubServer):
     hub.faults["slow"]["model.safetensors"] = 50_000  # 300 kB at 50 kB/s: 6 s
-    cmd = [sys.executable, "-m", "hpclaunch.cli.main", "stage-assets", "--model", MODEL, "--profile", "hubtest",
-           "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpclaunch.cli.main",
+        "stage-assets",
+        "--model",
+        MODEL,
+        "--profile",
+        "hubtest",
+        "--workers",
+        "2",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False
+    )
     staging = asset_env.store / "models" / "tiny-org--tiny-model" / ".staging-main"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (staging / "config.json").is_file():

@@ -72,22 +72,28 @@ def _assert_clean_failure(result, hpc_home: Path, *expected: str) -> None:
 
 def test_unknown_profile(hpclaunch, hpc_home, no_sbatch_path):
     result = hpclaunch("submit", "allreduce", "--profile", "nope")
-    _assert_clean_failure(result, hpc_home, "unknown profile 'nope'; available: ",
-                          "dev-slurm, guangzhou-a800, local, musa-s4000")
+    _assert_clean_failure(
+        result,
+        hpc_home,
+        "unknown profile 'nope'; available: ",
+        "dev-slurm, guangzhou-a800, local, musa-s4000",
+    )
 
 
 def test_unknown_key_in_profile(hpclaunch, hpc_home, no_sbatch_path, tmp_path):
     path = _profile_file(tmp_path, **{"partitions.debug.max_nodez": 3})
     result = hpclaunch("submit", "allreduce", "--profile", str(path))
-    _assert_clean_failure(result, hpc_home, f"{path}: partitions.debug.max_nodez: unknown key; valid keys: ",
-                          "max_nodes")
+    _assert_clean_failure(
+        result, hpc_home, f"{path}: partitions.debug.max_nodez: unknown key; valid keys: ", "max_nodes"
+    )
 
 
 def test_unknown_key_in_recipe(hpclaunch, hpc_home, no_sbatch_path, tmp_path):
     folder = _recipe_dir(tmp_path, trian={"lr": 0.1})
     result = hpclaunch("submit", str(folder), "--profile", "dev-slurm")
-    _assert_clean_failure(result, hpc_home, f"{folder / 'recipe.yaml'}: trian: unknown key; valid keys: ",
-                          "train")
+    _assert_clean_failure(
+        result, hpc_home, f"{folder / 'recipe.yaml'}: trian: unknown key; valid keys: ", "train"
+    )
 
 
 def test_wrong_type(hpclaunch, hpc_home, no_sbatch_path, tmp_path):
@@ -102,19 +108,33 @@ def test_wrong_type_in_profile(hpclaunch, hpc_home, no_sbatch_path, tmp_path):
     _assert_clean_failure(result, hpc_home, "partitions.debug.gpus_per_node: Input should be a valid integer")
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--layout", "5n4g"], "layout 5n4g asks for 5 nodes, but partition 'debug' of profile 'dev-slurm' allows at most 4"),
-    (["--nodes", "1", "--gpus-per-node", "8"], "asks for 8 GPUs per node, but partition 'debug' of profile "
-                                               "'dev-slurm' has 4 per node"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (
+            ["--layout", "5n4g"],
+            "layout 5n4g asks for 5 nodes, but partition 'debug' of profile 'dev-slurm' allows at most 4",
+        ),
+        (
+            ["--nodes", "1", "--gpus-per-node", "8"],
+            "asks for 8 GPUs per node, but partition 'debug' of profile 'dev-slurm' has 4 per node",
+        ),
+    ],
+)
 def test_layout_larger_than_the_partition(hpclaunch, hpc_home, no_sbatch_path, flags, expected):
-    _assert_clean_failure(hpclaunch("submit", "allreduce", "--profile", "dev-slurm", *flags), hpc_home, expected)
+    _assert_clean_failure(
+        hpclaunch("submit", "allreduce", "--profile", "dev-slurm", *flags), hpc_home, expected
+    )
 
 
 def test_time_over_the_limit(hpclaunch, hpc_home, no_sbatch_path):
     result = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--time", "03:00:00")
-    _assert_clean_failure(result, hpc_home, "time 03:00:00 (--time) exceeds the limit of partition 'debug' in "
-                                            "profile 'dev-slurm': 02:00:00", "hint: ask for --time 02:00:00")
+    _assert_clean_failure(
+        result,
+        hpc_home,
+        "time 03:00:00 (--time) exceeds the limit of partition 'debug' in profile 'dev-slurm': 02:00:00",
+        "hint: ask for --time 02:00:00",
+    )
 
 
 def test_bad_set(hpclaunch, hpc_home, no_sbatch_path):
@@ -133,7 +153,9 @@ def test_unknown_recipe(hpclaunch, hpc_home, no_sbatch_path):
 
 
 def test_sbatch_not_found(hpclaunch, hpc_home, no_sbatch_path):
-    result = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2")
+    result = hpclaunch(
+        "submit", "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2"
+    )
     _assert_clean_failure(result, hpc_home, "command not found: sbatch", "hint: ")
 
 
@@ -150,8 +172,13 @@ def test_real_entry_point_prints_no_traceback(hpc_home, tmp_path):
     env = {**os.environ, "HPCLAUNCH_HOME": str(hpc_home), "HPCLAUNCH_PATH": str(REPO / "tests")}
     exe = shutil.which("hpclaunch") or None
     argv = [exe] if exe else [sys.executable, "-m", "hpclaunch.cli.main"]
-    proc = subprocess.run([*argv, "submit", "allreduce", "--profile", "nope", "--dry-run"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*argv, "submit", "allreduce", "--profile", "nope", "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith("hpclaunch: error: unknown profile 'nope'; available: ")
@@ -162,8 +189,14 @@ def test_real_entry_point_prints_no_traceback(hpc_home, tmp_path):
 def test_sbatch_refusal_removes_the_run_directory(hpclaunch, hpc_home, no_sbatch_path):
     """sbatch exists but refuses the job: its stderr is reported and the run directory is removed again."""
     sbatch = no_sbatch_path / "sbatch"
-    sbatch.write_text("#!/bin/bash\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\nexit 1\n")
+    sbatch.write_text(
+        "#!/bin/bash\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\nexit 1\n"
+    )
     sbatch.chmod(0o755)
     result = hpclaunch("submit", "allreduce", "--profile", "dev-slurm")
-    _assert_clean_failure(result, hpc_home, "`sbatch --parsable ", "failed with exit code 1: sbatch: error: "
-                                            "Batch job submission failed: Invalid account")
+    _assert_clean_failure(
+        result,
+        hpc_home,
+        "`sbatch --parsable ",
+        "failed with exit code 1: sbatch: error: Batch job submission failed: Invalid account",
+    )

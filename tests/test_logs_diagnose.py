@@ -16,10 +16,14 @@ from hpclaunch.cli.main import cli
 from hpclaunch.logs.diagnose import diagnose
 from hpclaunch.schedulers.base import JobStatus
 
-GLOO_PEER = ("[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
-             "Connection closed by peer [10.77.0.1]:59023. This is typically caused by a remote worker crashing.")
-TRACE = ("[rank{r}]: Traceback (most recent call last):\n"
-         "[rank{r}]:   File \"/run/recipe/train.py\", line 37, in <module>\n")
+GLOO_PEER = (
+    "[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+    "Connection closed by peer [10.77.0.1]:59023. This is typically caused by a remote worker crashing."
+)
+TRACE = (
+    "[rank{r}]: Traceback (most recent call last):\n"
+    '[rank{r}]:   File "/run/recipe/train.py", line 37, in <module>\n'
+)
 ROOT_CAUSE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
 hpclaunch.runtime.rank_exec FAILED
@@ -57,11 +61,15 @@ def write_run(root: Path, ranks: dict[int, str], batch: str = "", restart: int =
 
 
 def test_one_rank_raises_others_wait(tmp_path: Path) -> None:
-    run = write_run(tmp_path, {
-        0: TRACE.format(r=0) + GLOO_PEER.format(r=0) + "\n",
-        1: TRACE.format(r=1) + "[rank1]: ValueError: bad batch shape on rank 1\n",
-        2: TRACE.format(r=2) + GLOO_PEER.format(r=2) + "\n",
-    }, batch=ROOT_CAUSE.format(rank=1, code=1))
+    run = write_run(
+        tmp_path,
+        {
+            0: TRACE.format(r=0) + GLOO_PEER.format(r=0) + "\n",
+            1: TRACE.format(r=1) + "[rank1]: ValueError: bad batch shape on rank 1\n",
+            2: TRACE.format(r=2) + GLOO_PEER.format(r=2) + "\n",
+        },
+        batch=ROOT_CAUSE.format(rank=1, code=1),
+    )
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
     assert (d.cause, d.rank) == ("python_error", 1)
     assert d.error == "[rank1]: ValueError: bad batch shape on rank 1"
@@ -71,76 +79,125 @@ def test_one_rank_raises_others_wait(tmp_path: Path) -> None:
 
 
 def test_root_cause_picks_the_rank_even_when_it_wrote_last(tmp_path: Path) -> None:
-    run = write_run(tmp_path, {0: "[rank0]: KeyError: 'a'\n", 3: "[rank3]: ZeroDivisionError: x\n"},
-                    batch=ROOT_CAUSE.format(rank=3, code=1))
+    run = write_run(
+        tmp_path,
+        {0: "[rank0]: KeyError: 'a'\n", 3: "[rank3]: ZeroDivisionError: x\n"},
+        batch=ROOT_CAUSE.format(rank=3, code=1),
+    )
     assert diagnose(run, "7").rank == 3
 
 
-@pytest.mark.parametrize("text,cause", [
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total)", "device_oom"),
-    ("RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB", "device_oom"),
-    ("RuntimeError: MUSA out of memory. Tried to allocate 512.00 MiB", "device_oom"),
-    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
-     "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
-     "port_in_use"),
-    ("OSError: [Errno 98] Address already in use", "port_in_use"),
-    ("ModuleNotFoundError: No module named 'flash_attn'", "module_missing"),
-    ("ImportError: cannot import name 'LlamaConfig' from 'transformers'", "module_missing"),
-    ("OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in "
-     "the cached files.", "asset_missing"),
-    ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and "
-     "outgoing traffic has been disabled.", "asset_missing"),
-    ("hpclaunch.errors.AssetError: model gpt2 is not staged in /store", "asset_missing"),
-    ("[E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
-     "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800108 milliseconds before timing out.",
-     "collective_timeout"),
-    ("Segmentation fault (core dumped)", "segfault"),
-])
+@pytest.mark.parametrize(
+    "text,cause",
+    [
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total)",
+            "device_oom",
+        ),
+        ("RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB", "device_oom"),
+        ("RuntimeError: MUSA out of memory. Tried to allocate 512.00 MiB", "device_oom"),
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+            "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, "
+            "message: address already in use",
+            "port_in_use",
+        ),
+        ("OSError: [Errno 98] Address already in use", "port_in_use"),
+        ("ModuleNotFoundError: No module named 'flash_attn'", "module_missing"),
+        ("ImportError: cannot import name 'LlamaConfig' from 'transformers'", "module_missing"),
+        (
+            "OSError: We couldn't connect to 'https://huggingface.co' to load the files, "
+            "and couldn't find them in the cached files.",
+            "asset_missing",
+        ),
+        (
+            "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk "
+            "cache and outgoing traffic has been disabled.",
+            "asset_missing",
+        ),
+        ("hpclaunch.errors.AssetError: model gpt2 is not staged in /store", "asset_missing"),
+        (
+            "[E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800108 milliseconds before timing out.",
+            "collective_timeout",
+        ),
+        ("Segmentation fault (core dumped)", "segfault"),
+    ],
+)
 def test_rank_error_kinds(tmp_path: Path, text: str, cause: str) -> None:
-    run = write_run(tmp_path, {0: "ok\n", 1: f"[rank1]: Traceback (most recent call last):\n[rank1]: {text}\n"})
+    run = write_run(
+        tmp_path, {0: "ok\n", 1: f"[rank1]: Traceback (most recent call last):\n[rank1]: {text}\n"}
+    )
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
     assert (d.cause, d.rank) == (cause, 1 if cause != "collective_timeout" else 0)
     assert d.hint
 
 
 def test_collective_timeout_names_the_rank_that_did_not_time_out(tmp_path: Path) -> None:
-    wd = ("[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
-          "WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 1800108 milliseconds before timing out.\n")
-    run = write_run(tmp_path, {0: wd.format(r=0), 1: wd.format(r=1), 2: "step 100 loss 2.0\n", 3: wd.format(r=3)})
+    wd = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 1800108 milliseconds before timing out.\n"
+    )
+    run = write_run(
+        tmp_path, {0: wd.format(r=0), 1: wd.format(r=1), 2: "step 100 loss 2.0\n", 3: wd.format(r=3)}
+    )
     d = diagnose(run, "7")
     assert d.cause == "collective_timeout" and d.rank == 2
 
 
-@pytest.mark.parametrize("state,batch,cause", [
-    ("TIMEOUT", "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO TIME LIMIT ***",
-     "slurm_timeout"),
-    (None, "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO TIME LIMIT ***",
-     "slurm_timeout"),
-    ("PREEMPTED", "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO PREEMPTION ***",
-     "preempted"),
-    ("NODE_FAIL", "", "node_fail"),
-    ("OUT_OF_MEMORY", "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0.", "host_oom"),
-    (None, "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0. Some of your processes may have "
-     "been killed by the cgroup out-of-memory handler.", "host_oom"),
-])
+@pytest.mark.parametrize(
+    "state,batch,cause",
+    [
+        (
+            "TIMEOUT",
+            "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO TIME LIMIT ***",
+            "slurm_timeout",
+        ),
+        (
+            None,
+            "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO TIME LIMIT ***",
+            "slurm_timeout",
+        ),
+        (
+            "PREEMPTED",
+            "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T07:40:00 DUE TO PREEMPTION ***",
+            "preempted",
+        ),
+        ("NODE_FAIL", "", "node_fail"),
+        ("OUT_OF_MEMORY", "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0.", "host_oom"),
+        (
+            None,
+            "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0. Some of your processes may have "
+            "been killed by the cgroup out-of-memory handler.",
+            "host_oom",
+        ),
+    ],
+)
 def test_job_level_causes(tmp_path: Path, state: str | None, batch: str, cause: str) -> None:
     # the ranks show only the cascade (SIGTERM, lost peers): the Slurm cause wins
-    run = write_run(tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "SignalException: got signal 15\n"},
-                    batch=batch + "\n")
+    run = write_run(
+        tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "SignalException: got signal 15\n"}, batch=batch + "\n"
+    )
     d = diagnose(run, "7", JobStatus("7", state) if state else None)
     assert d.cause == cause
 
 
 def test_rank_killed_silently_by_oom_killer(tmp_path: Path) -> None:
-    run = write_run(tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3 loss 2.0\n"},
-                    batch=ROOT_CAUSE.format(rank=1, code=-9))
+    run = write_run(
+        tmp_path,
+        {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3 loss 2.0\n"},
+        batch=ROOT_CAUSE.format(rank=1, code=-9),
+    )
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
     assert (d.cause, d.rank) == ("host_oom", 1)
 
 
 def test_rank_exited_without_a_word(tmp_path: Path) -> None:
-    run = write_run(tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3 loss 2.0\n"},
-                    batch=ROOT_CAUSE.format(rank=1, code=3))
+    run = write_run(
+        tmp_path,
+        {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3 loss 2.0\n"},
+        batch=ROOT_CAUSE.format(rank=1, code=3),
+    )
     d = diagnose(run, "7")
     assert (d.cause, d.rank) == ("exited", 1)
     assert "rank 1 exited with code 3" in d.title
@@ -157,8 +214,10 @@ def test_msrun_worker_logs(tmp_path: Path) -> None:
     d0 = tmp_path / "logs" / "msrun" / "node0.restart-0"
     d0.mkdir(parents=True)
     (d0 / "worker_0.log").write_text("[WARNING] ok\n")
-    (d0 / "worker_1.log").write_text("[ERROR] HCCL ... \nRuntimeError: Call aclnnAdd failed, detail:EL0004: "
-                                     "[PID: 1] Failed to allocate memory.\n")
+    (d0 / "worker_1.log").write_text(
+        "[ERROR] HCCL ... \nRuntimeError: Call aclnnAdd failed, detail:EL0004: "
+        "[PID: 1] Failed to allocate memory.\n"
+    )
     (d0 / "scheduler.log").write_text("")
     d = diagnose(tmp_path, "7")
     assert (d.cause, d.rank) == ("device_oom", 1)
@@ -181,14 +240,43 @@ def test_big_logs_read_only_their_ends(tmp_path: Path) -> None:
 
 def test_cli_diagnose_json_and_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path / "home"))
-    run = write_run(tmp_path / "run", {0: GLOO_PEER.format(r=0) + "\n",
-                                        1: "[rank1]: ValueError: bad batch shape on rank 1\n"},
-                    batch=ROOT_CAUSE.format(rank=1, code=1))
-    registry.add(registry.JobRecord("local-7", "local", "local", "x", None, "torchrun", "1n2g", "x", str(run),
-                                    "2026-11-22T07:00:00+0000"))
+    run = write_run(
+        tmp_path / "run",
+        {0: GLOO_PEER.format(r=0) + "\n", 1: "[rank1]: ValueError: bad batch shape on rank 1\n"},
+        batch=ROOT_CAUSE.format(rank=1, code=1),
+    )
+    registry.add(
+        registry.JobRecord(
+            "local-7",
+            "local",
+            "local",
+            "x",
+            None,
+            "torchrun",
+            "1n2g",
+            "x",
+            str(run),
+            "2026-11-22T07:00:00+0000",
+        )
+    )
     res = CliRunner().invoke(cli, ["logs", "local-7", "--diagnose", "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["rank"] == 1 and data["cause"] == "python_error"
     res = CliRunner().invoke(cli, ["logs", "local-7", "--diagnose"], catch_exceptions=False)
     assert "on rank 1" in res.output and "error: [rank1]: ValueError" in res.output and "hint:" in res.output
+
+
+def test_batch_output_of_an_earlier_run_is_not_blamed(tmp_path: Path) -> None:
+    # run 0 was preempted and requeued; run 1 fails on rank 0: the preemption is history
+    write_run(tmp_path, {0: "[rank0]: KeyError: 'x'\n"}, restart=1,
+              batch="slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026 DUE TO PREEMPTION ***\n"
+                    "hpclaunch: job 7 restart 1 on node2, head node2:21084\n")
+    d = diagnose(tmp_path, "7", JobStatus("7", "FAILED", exit_code="1:0"))
+    assert (d.cause, d.rank) == ("python_error", 0)
+
+
+def test_hints_name_the_job_and_rank(tmp_path: Path) -> None:
+    run = write_run(tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3\n"},
+                    batch=ROOT_CAUSE.format(rank=1, code=3))
+    assert "hpclaunch logs 7 --rank 1 --tail 50" in diagnose(run, "7").hint

@@ -21,10 +21,15 @@ from hpclaunch.logs.follow import follow
 
 
 @settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.text(alphabet="ab1\r é", max_size=12), max_size=30), final_nl=st.booleans(),
-       n=st.integers(1, 40), block=st.integers(1, 9))
-def test_tail_matches_splitlines(tmp_path_factory: pytest.TempPathFactory, lines: list[str], final_nl: bool,
-                                 n: int, block: int) -> None:
+@given(
+    lines=st.lists(st.text(alphabet="ab1\r é", max_size=12), max_size=30),
+    final_nl=st.booleans(),
+    n=st.integers(1, 40),
+    block=st.integers(1, 9),
+)
+def test_tail_matches_splitlines(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], final_nl: bool, n: int, block: int
+) -> None:
     p = tmp_path_factory.mktemp("t") / "f.log"
     data = "\n".join(lines).encode() + (b"\n" if final_nl and lines else b"")
     p.write_bytes(data)
@@ -49,7 +54,8 @@ def _run(tmp_path: Path) -> Path:
     for restart in (0, 1):
         for rank in (0, 1, 10):
             (logs / f"rank-{rank}.restart-{restart}.log").write_text(
-                "".join(f"r{rank} s{restart} line {i} loss={i / 10}\n" for i in range(5)))
+                "".join(f"r{rank} s{restart} line {i} loss={i / 10}\n" for i in range(5))
+            )
     (logs / "job.5.out").write_text("hpclaunch: job 5 restart 0\n[rank0]: echoed\nsrun: error: task 1\n")
     (logs / "not-a-rank.log").write_text("x\n")
     return tmp_path
@@ -74,14 +80,27 @@ def test_msrun_worker_logs_are_found(tmp_path: Path) -> None:
 def test_merged_tail_takes_from_older_restarts_when_needed(tmp_path: Path) -> None:
     files = find_rank_logs(_run(tmp_path), rank=1)
     lines = [ln.text for ln in read.merged(files, tail=7)]
-    assert lines == [f"r1 s0 line {i} loss={i / 10}" for i in (3, 4)] + \
-                    [f"r1 s1 line {i} loss={i / 10}" for i in range(5)]
+    assert lines == [f"r1 s0 line {i} loss={i / 10}" for i in (3, 4)] + [
+        f"r1 s1 line {i} loss={i / 10}" for i in range(5)
+    ]
 
 
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Path) -> None:
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path / "home"))
-    registry.add(registry.JobRecord("local-5", "local", "local", "x", None, "torchrun", "1n2g", "x", str(run),
-                                    "2026-11-22T07:00:00+0000"))
+    registry.add(
+        registry.JobRecord(
+            "local-5",
+            "local",
+            "local",
+            "x",
+            None,
+            "torchrun",
+            "1n2g",
+            "x",
+            str(run),
+            "2026-11-22T07:00:00+0000",
+        )
+    )
 
 
 def test_cli_logs_all_restarts_prefixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,14 +113,20 @@ def test_cli_logs_all_restarts_prefixed(tmp_path: Path, monkeypatch: pytest.Monk
     assert "==> restart 1 <==" in out
     assert sum(ln.startswith("[rank") for ln in out) == 30
     assert out[-2:] == ["[job] hpclaunch: job 5 restart 0", "[job] srun: error: task 1"]  # echoes left out
-    res = CliRunner().invoke(cli, ["logs", "local-5", "--rank", "10", "--tail", "2", "--grep", r"loss=0\.[34]",
-                                   "--json"], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli,
+        ["logs", "local-5", "--rank", "10", "--tail", "2", "--grep", r"loss=0\.[34]", "--json"],
+        catch_exceptions=False,
+    )
     assert [json.loads(ln) for ln in res.output.splitlines()] == [
         {"rank": 10, "restart": 1, "line": "r10 s1 line 3 loss=0.3"},
-        {"rank": 10, "restart": 1, "line": "r10 s1 line 4 loss=0.4"}]
+        {"rank": 10, "restart": 1, "line": "r10 s1 line 4 loss=0.4"},
+    ]
 
 
-def test_cli_bad_grep_and_missing_rank_are_user_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_bad_grep_and_missing_rank_are_user_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _home(tmp_path, monkeypatch, _run(tmp_path / "run"))
     res = CliRunner().invoke(cli, ["logs", "local-5", "--grep", "("])
     assert res.exit_code == 2 and "--grep" in res.output and "Traceback" not in res.output

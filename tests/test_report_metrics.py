@@ -16,17 +16,41 @@ from hpclaunch.report.metrics import last_metrics, load, loss_diff
 def write_metrics(run: Path, losses: list[float], extra: str = "") -> Path:
     p = run / "metrics" / "rank-0.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"step": i + 1, "loss": loss, "lr": 1e-3 * (i + 1), "grad_norm": 0.5,
-                         "tokens_per_s": 1000.0 + i, "samples_per_s": 4.0, "peak_mem_bytes": 2 ** 30,
-                         "new_field": {"x": 1}}) for i, loss in enumerate(losses)]
+    lines = [
+        json.dumps(
+            {
+                "step": i + 1,
+                "loss": loss,
+                "lr": 1e-3 * (i + 1),
+                "grad_norm": 0.5,
+                "tokens_per_s": 1000.0 + i,
+                "samples_per_s": 4.0,
+                "peak_mem_bytes": 2**30,
+                "new_field": {"x": 1},
+            }
+        )
+        for i, loss in enumerate(losses)
+    ]
     lines.insert(2, json.dumps({"step": 2, "eval_loss": 2.5, "perplexity": 12.18}))
     p.write_text("\n".join(lines) + "\n" + extra)
     return p
 
 
 def _record(job: str, run: Path) -> None:
-    registry.add(registry.JobRecord(job, "local", "local", "gpt2", "tiny", "torchrun", "1n2g", "gpt2", str(run),
-                                    "2026-11-22T07:00:00+0000"))
+    registry.add(
+        registry.JobRecord(
+            job,
+            "local",
+            "local",
+            "gpt2",
+            "tiny",
+            "torchrun",
+            "1n2g",
+            "gpt2",
+            str(run),
+            "2026-11-22T07:00:00+0000",
+        )
+    )
 
 
 @pytest.fixture
@@ -37,8 +61,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_load_keeps_last_record_of_a_repeated_step_and_skips_junk(tmp_path: Path) -> None:
     # a requeued run resumes from step 2's checkpoint and writes steps 3.. again
-    p = write_metrics(tmp_path, [4.0, 3.0, 2.0, 1.5],
-                      extra='{"step": 3, "loss": 1.9}\nnot json\n[1, 2]\n{"step": 4, "loss": NaN}\n')
+    p = write_metrics(
+        tmp_path,
+        [4.0, 3.0, 2.0, 1.5],
+        extra='{"step": 3, "loss": 1.9}\nnot json\n[1, 2]\n{"step": 4, "loss": NaN}\n',
+    )
     m = load(p)
     steps, losses = m.series("loss")
     assert steps == [1, 2, 3] and losses == [4.0, 3.0, 1.9]  # NaN loss of step 4 is left out of the plot
@@ -64,7 +91,9 @@ def test_report_writes_pngs_whose_data_match_the_file(home: Path) -> None:
     plotted = json.loads(Image.open(info["plots"][0]).text["Description"])
     assert plotted == {"step": [1, 2, 3, 4, 5], "loss": losses}
     text = CliRunner().invoke(cli, ["report", "local-1"], catch_exceptions=False).output
-    assert "last_loss: 2.4" in text and "wrote " in text and (home / "run" / "report" / "summary.txt").is_file()
+    assert (
+        "last_loss: 2.4" in text and "wrote " in text and (home / "run" / "report" / "summary.txt").is_file()
+    )
 
 
 def test_compare_identical_runs_is_zero_and_different_runs_are_not(home: Path) -> None:
@@ -74,8 +103,9 @@ def test_compare_identical_runs_is_zero_and_different_runs_are_not(home: Path) -
         _record(job, home / job)
     write_metrics(home / "local-3", [4.0, 3.2, 2.7001, 2.5, 2.3])
     _record("local-3", home / "local-3")
-    res = CliRunner().invoke(cli, ["compare", "local-1", "local-2", "--json", "--tolerance", "0"],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli, ["compare", "local-1", "local-2", "--json", "--tolerance", "0"], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     info = json.loads(res.output)
     assert info["max_abs_diff"] == 0 and info["common_steps"] == 4
@@ -83,8 +113,9 @@ def test_compare_identical_runs_is_zero_and_different_runs_are_not(home: Path) -
     res = CliRunner().invoke(cli, ["compare", "local-1", "local-3", "--tolerance", "1e-5"])
     assert res.exit_code == 1
     assert "max abs loss difference: 0.0001" in res.output and "only in local-3: 1" in res.output
-    assert loss_diff(load(home / "local-1/metrics/rank-0.jsonl"),
-                     load(home / "local-3/metrics/rank-0.jsonl"))["diff"][2] == pytest.approx(1e-4)
+    assert loss_diff(
+        load(home / "local-1/metrics/rank-0.jsonl"), load(home / "local-3/metrics/rank-0.jsonl")
+    )["diff"][2] == pytest.approx(1e-4)
 
 
 def test_report_without_metrics_is_a_user_error(home: Path) -> None:

@@ -1,6 +1,7 @@
 """Refuse a job whose hub assets are not staged, before it is queued (rule 7 of the design).
 
-Cheap: presence, size, and a rehash only of files whose mtime changed since staging. Sources that the
+Cheap: presence, size and mtime against the manifest, no hashing (a model may be 100 GB); a file
+modified since staging is refused and `hpclaunch assets verify` rehashes it once. Sources that the
 runtime builds itself (model ``generate``, tokenizer ``train``, dataset ``builtin``) are not checked.
 """
 
@@ -28,10 +29,15 @@ def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:
             continue
         missing = sorted((req.parts - set(manifest.parts)) | (req.configs - set(manifest.configs)))
         if missing:
-            out.append((req, f"{what} is staged without {', '.join(m or '(default config)' for m in missing)}: "
-                             f"{folder}"))
+            out.append(
+                (
+                    req,
+                    f"{what} is staged without {', '.join(m or '(default config)' for m in missing)}: "
+                    f"{folder}",
+                )
+            )
             continue
-        problems = check_files(folder, manifest)
+        problems = check_files(folder, manifest, hash_modified=False)  # cheap: no hashing
         if problems:
             listed = "; ".join(str(p) for p in problems[:5]) + (" ..." if len(problems) > 5 else "")
             out.append((req, f"{what} is incomplete or corrupt: {listed}"))
@@ -49,6 +55,12 @@ def check_job_assets(spec: JobSpec) -> None:
     if not found:
         return
     lines = "\n  ".join(msg for _, msg in found)
-    raise AssetError(f"the job's assets are not ready in the store {spec.profile.assets.store}:\n  {lines}",
-                     hint=f"run `{stage_command(spec, [q for q, _ in found])}` (where there is network; "
-                          "add --pack FILE and `hpclaunch assets unpack FILE` to carry them to the cluster)")
+    fix = f"run `{stage_command(spec, [q for q, _ in found])}`"
+    if all("modified since" in msg for _, msg in found):
+        fix = (f"run `hpclaunch assets verify --profile {shlex.quote(spec.profile.name)}` (it rehashes the "
+               f"files and accepts those whose sha256 still matches), or {fix}")
+    raise AssetError(
+        f"the job's assets are not ready in the store {spec.profile.assets.store}:\n  {lines}",
+        hint=f"{fix} (staging needs network; add --pack FILE there and `hpclaunch assets unpack FILE` "
+        "here to carry assets to a cluster without it)",
+    )

@@ -31,6 +31,7 @@ from typing import Any
 from hpclaunch.assets.requests import select_files
 
 RECORD = ".hpclaunch-files.jsonl"
+TAIL_HASH_MIN = 8 << 20  # hash files at least this large while they download
 _out_lock = threading.Lock()
 _received = 0
 _recv_lock = threading.Lock()
@@ -55,8 +56,12 @@ class _Progress:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.n = kwargs.get("initial", 0) or 0
 
+    tail: Any = None
+
     def update(self, n: int | float | None = 1) -> None:
         n = int(n or 0)
+        if n < 0 and self.tail is not None:
+            self.tail.rewound = True  # http_get restarted the file from 0: the early hash is void
         self.n += n
         _add_bytes(n)
 
@@ -77,6 +82,53 @@ def _reporter(stop: threading.Event) -> None:
             n, _received = _received, 0
         if n:
             emit("progress", bytes=n)
+
+
+class _TailHasher:
+    """Hashes a large file while huggingface_hub writes it (its temporary ``*.<etag>.*.incomplete``
+    file), so the sha256 check costs no second read. Its digest is used only if it matches the server's
+    LFS oid and the download never rewound; otherwise the finished file is hashed again."""
+
+    def __init__(self, folder: Path, etag: str):
+        self.folder, self.etag = folder, etag
+        self.sha = hashlib.sha256()
+        self.pos, self.fd, self.rewound = 0, None, False
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> bool:
+        chunk = os.read(self.fd, 8 << 20)
+        if chunk:
+            self.sha.update(chunk)
+            self.pos += len(chunk)
+        return bool(chunk)
+
+    def _run(self) -> None:
+        while self.fd is None and not self.stop.is_set():
+            found = sorted(self.folder.glob(f"*.{self.etag}.*.incomplete")) if self.folder.is_dir() else []
+            if len(found) == 1:
+                try:
+                    self.fd = os.open(found[0], os.O_RDONLY)
+                except OSError:
+                    pass
+            if self.fd is None:
+                time.sleep(0.01)
+        while self.fd is not None and not self.stop.is_set():
+            if not self._read():
+                time.sleep(0.005)
+
+    def digest(self, size: int) -> str | None:
+        self.stop.set()
+        self.thread.join()
+        if self.fd is None:
+            return None
+        try:
+            while self.pos < size and self._read():  # the renamed file is the same inode
+                pass
+        finally:
+            os.close(self.fd)
+        return self.sha.hexdigest() if self.pos == size and not self.rewound else None
 
 
 def _watch_parent() -> None:
@@ -169,8 +221,13 @@ def main(job: dict[str, Any]) -> int:
                     done.append(rec)  # seeded from the store without a blob id: a small file, rehashed
                     continue
         todo.append((path, e.size, expect, e.blob_id))
-    emit("plan", commit=sha, files=[{"path": p, "size": entries[p].size} for p in chosen],
-         skipped=len(done), skipped_bytes=sum(r["size"] for r in done))
+    emit(
+        "plan",
+        commit=sha,
+        files=[{"path": p, "size": entries[p].size} for p in chosen],
+        skipped=len(done),
+        skipped_bytes=sum(r["size"] for r in done),
+    )
     for rec in done:
         emit("file", cached=True, **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")})
 
@@ -183,21 +240,58 @@ def main(job: dict[str, Any]) -> int:
         retries = int(job.get("retries", 4))
         for attempt in range(1, retries + 2):
             try:
-                local = Path(hf_hub_download(repo, path, repo_type=repo_type, revision=sha, local_dir=staging,
-                                             etag_timeout=timeout, tqdm_class=_Progress))
+                tail = None
+                bar = _Progress
+                if lfs_sha is not None and size >= TAIL_HASH_MIN:
+                    dl = staging / ".cache" / "huggingface" / "download" / Path(path).parent
+                    tail = _TailHasher(dl, lfs_sha)
+                    bar = type("_Bar", (_Progress,), {"tail": tail})
+                try:
+                    local = Path(
+                        hf_hub_download(
+                            repo,
+                            path,
+                            repo_type=repo_type,
+                            revision=sha,
+                            local_dir=staging,
+                            etag_timeout=timeout,
+                            tqdm_class=bar,
+                        )
+                    )
+                finally:
+                    early = tail.digest(size) if tail is not None else None
                 got = local.stat().st_size
                 if got != size:
                     raise OSError(f"size {got} differs from the server's {size}")
-                sha256, git = _hashes(local, want_git=lfs_sha is None)
+                t_hash = time.monotonic()
+                if early is not None and early == lfs_sha:
+                    sha256, git, how = early, None, "stream"
+                else:
+                    sha256, git = _hashes(local, want_git=lfs_sha is None)
+                    how = "reread"
+                t_hash = time.monotonic() - t_hash
                 if lfs_sha is not None and sha256 != lfs_sha:
-                    raise OSError(f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}...")
+                    raise OSError(
+                        f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}..."
+                    )
                 if lfs_sha is None and git != blob_id:
                     raise OSError(f"git blob id {git[:12]}... differs from the server's {blob_id[:12]}...")
-                rec = {"path": path, "size": got, "sha256": sha256, "mtime_ns": local.stat().st_mtime_ns,
-                       "commit_oid": blob_id}
+                rec = {
+                    "path": path,
+                    "size": got,
+                    "sha256": sha256,
+                    "mtime_ns": local.stat().st_mtime_ns,
+                    "commit_oid": blob_id,
+                }
                 with record_lock, open(staging / RECORD, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
-                emit("file", cached=False, **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")})
+                emit(
+                    "file",
+                    cached=False,
+                    hashed=how,
+                    hash_s=round(t_hash, 3),
+                    **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")},
+                )
                 return rec
             except Exception as exc:  # noqa: BLE001 - retried, then reported
                 (staging / path).unlink(missing_ok=True)
@@ -206,7 +300,7 @@ def main(job: dict[str, Any]) -> int:
                 if attempt > retries or code in ("not_found", "revision"):
                     raise RuntimeError(f"{path}: {msg}") from exc
                 emit("retry", path=path, attempt=attempt, error=msg)
-                time.sleep(min(0.2 * 2 ** attempt, 2.0))
+                time.sleep(min(0.2 * 2**attempt, 2.0))
         raise AssertionError("unreachable")
 
     failed = []
@@ -223,8 +317,12 @@ def main(job: dict[str, Any]) -> int:
         if _received:
             emit("progress", bytes=_received)
     if failed:
-        emit("error", code="integrity" if any("differs" in f for f in failed) else "download",
-             message="; ".join(sorted(failed)[:5]) + (f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""))
+        emit(
+            "error",
+            code="integrity" if any("differs" in f for f in failed) else "download",
+            message="; ".join(sorted(failed)[:5])
+            + (f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""),
+        )
         return 1
     emit("done")
     return 0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.assets.store import (MANIFEST, Manifest, asset_path, check_files, read_manifest, write_manifest)
+from hpclaunch.assets.store import MANIFEST, Manifest, asset_path, check_files, read_manifest, write_manifest
 from hpclaunch.errors import AssetError
 
 
@@ -76,8 +76,11 @@ def unpack(archive: Path, store: Path) -> list[Unpacked]:
                 os.rename(folder, final)
             done.append(Unpacked(manifest, final))
         if bad:
-            raise AssetError(f"{archive}: {len(bad)} file(s) failed verification and were not unpacked:\n  "
-                             + "\n  ".join(bad), hint="pack the assets again where they were staged")
+            raise AssetError(
+                f"{archive}: {len(bad)} file(s) failed verification and were not unpacked:\n  "
+                + "\n  ".join(bad),
+                hint="pack the assets again where they were staged",
+            )
         if not done:
             raise AssetError(f"{archive} holds no staged assets (no {MANIFEST} found)")
         return done

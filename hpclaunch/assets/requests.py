@@ -16,25 +16,40 @@ PARTS = ("config", "weights", "tokenizer")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
 CONFIG_FILES = {"config.json", "generation_config.json"}
-TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
-                   "sentencepiece.bpe.model", "chat_template.jinja"}
-SAFETENSORS = re.compile(r"^(model|pytorch_model)(-\d+-of-\d+)?\.safetensors$|^model\.safetensors\.index\.json$")
+TOKENIZER_FILES = {
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "chat_template.jinja",
+}
+SAFETENSORS = re.compile(
+    r"^(model|pytorch_model)(-\d+-of-\d+)?\.safetensors$|^model\.safetensors\.index\.json$"
+)
 PT_BIN = re.compile(r"^pytorch_model(-\d+-of-\d+)?\.bin$|^pytorch_model\.bin\.index\.json$")
 
 
 @dataclass(frozen=True)
 class AssetRequest:
-    kind: str                      # model | dataset
+    kind: str  # model | dataset
     repo_id: str
     revision: str = "main"
-    parts: frozenset[str] = field(default_factory=frozenset)    # model parts wanted
+    parts: frozenset[str] = field(default_factory=frozenset)  # model parts wanted
     configs: frozenset[str] = field(default_factory=frozenset)  # dataset configs wanted ("" = default)
 
     @property
     def label(self) -> str:
-        extra = ",".join(sorted(self.configs - {""})) if self.kind == "dataset" else "+".join(
-            p for p in PARTS if p in self.parts)
+        extra = (
+            ",".join(sorted(self.configs - {""}))
+            if self.kind == "dataset"
+            else "+".join(p for p in PARTS if p in self.parts)
+        )
         return f"{self.kind} {self.repo_id}@{self.revision}" + (f" [{extra}]" if extra else "")
 
     def cli_arg(self) -> str:
@@ -76,8 +91,11 @@ def requests_for_spec(spec: JobSpec) -> list[AssetRequest]:
         if repo:
             out.append(AssetRequest("model", repo, r.tokenizer.revision, frozenset({"tokenizer"})))
     if r.dataset is not None and r.dataset.source == "hub" and r.dataset.repo:
-        out.append(AssetRequest("dataset", r.dataset.repo, r.dataset.revision,
-                                configs=frozenset({r.dataset.name or ""})))
+        out.append(
+            AssetRequest(
+                "dataset", r.dataset.repo, r.dataset.revision, configs=frozenset({r.dataset.name or ""})
+            )
+        )
     return merge(out)
 
 
@@ -93,8 +111,9 @@ def merge(requests: Iterable[AssetRequest]) -> list[AssetRequest]:
     return list(merged.values())
 
 
-def select_files(kind: str, paths: Sequence[str], parts: Iterable[str] = (), configs: Iterable[str] = ()
-                 ) -> tuple[list[str], list[str]]:
+def select_files(
+    kind: str, paths: Sequence[str], parts: Iterable[str] = (), configs: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
     """(files to fetch, problems). Models: config + weights (safetensors preferred over .bin; never
     .h5/.msgpack/onnx) + tokenizer files at the repo root. Datasets: only the requested configs' parquet."""
     if kind == "model":
@@ -122,9 +141,12 @@ def select_files(kind: str, paths: Sequence[str], parts: Iterable[str] = (), con
             got = [p for p in parquet if p.split("/")[0] == cfg]
         else:
             got = [p for p in parquet if "/" not in p or p.startswith("data/")] or (
-                parquet if len(available) <= 1 else [])
+                parquet if len(available) <= 1 else []
+            )
         if not got:
-            problems.append(f"no parquet files for config {cfg or '(default)'!r}; configs with parquet "
-                            f"files: {', '.join(available) or 'none'}")
+            problems.append(
+                f"no parquet files for config {cfg or '(default)'!r}; configs with parquet "
+                f"files: {', '.join(available) or 'none'}"
+            )
         chosen += got
     return sorted(set(chosen)), problems

@@ -20,8 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpclaunch.assets.requests import AssetRequest
-from hpclaunch.assets.store import (FileEntry, Manifest, asset_path, check_files, read_manifest, staging_path,
-                                    write_manifest)
+from hpclaunch.assets.store import (
+    FileEntry,
+    Manifest,
+    asset_path,
+    check_files,
+    read_manifest,
+    refresh_mtimes,
+    staging_path,
+    write_manifest,
+)
 from hpclaunch.errors import AssetError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -32,7 +40,7 @@ Event = Callable[[AssetRequest, dict], None]
 class StageResult:
     request: AssetRequest
     path: Path
-    status: str                     # present | staged
+    status: str  # present | staged
     files: int = 0
     bytes: int = 0
     downloaded_bytes: int = 0
@@ -43,10 +51,21 @@ class StageResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"kind": self.request.kind, "repo_id": self.request.repo_id, "revision": self.request.revision,
-                "path": str(self.path), "status": self.status, "files": self.files, "bytes": self.bytes,
-                "downloaded_bytes": self.downloaded_bytes, "seconds": round(self.seconds, 3),
-                "endpoint": self.endpoint, "commit": self.commit, "retries": self.retries, "notes": self.notes}
+        return {
+            "kind": self.request.kind,
+            "repo_id": self.request.repo_id,
+            "revision": self.request.revision,
+            "path": str(self.path),
+            "status": self.status,
+            "files": self.files,
+            "bytes": self.bytes,
+            "downloaded_bytes": self.downloaded_bytes,
+            "seconds": round(self.seconds, 3),
+            "endpoint": self.endpoint,
+            "commit": self.commit,
+            "retries": self.retries,
+            "notes": self.notes,
+        }
 
 
 def endpoints_for(cli_endpoints: Sequence[str], mirror: str | None, fallbacks: Sequence[str]) -> list[str]:
@@ -66,25 +85,51 @@ def _locked(final: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AssetError(f"{final} is being staged by another process",
-                             hint="wait for it to finish, or stop it and run stage-assets again") from None
+            raise AssetError(
+                f"{final} is being staged by another process",
+                hint="wait for it to finish, or stop it and run stage-assets again",
+            ) from None
         yield
 
 
-def stage_one(request: AssetRequest, store: Path, endpoints: Sequence[str], *, workers: int = 8,
-              verify: bool = False, on_event: Event | None = None, timeout: float = 10.0,
-              retries: int = 4, dead: set[str] | None = None) -> StageResult:
+def stage_one(
+    request: AssetRequest,
+    store: Path,
+    endpoints: Sequence[str],
+    *,
+    workers: int = 8,
+    verify: bool = False,
+    on_event: Event | None = None,
+    timeout: float = 10.0,
+    retries: int = 4,
+    dead: set[str] | None = None,
+) -> StageResult:
     """Stage one asset (or find it complete). `dead` collects endpoints that did not answer, so the
     next assets of the same run skip them."""
     t0 = time.monotonic()
     final = asset_path(store, request.kind, request.repo_id, request.revision)
     old = read_manifest(final)
     if old is not None and covers(old, request) and not check_files(final, old, rehash=verify):
-        return StageResult(request, final, "present", len(old.files), old.total_bytes, 0,
-                           time.monotonic() - t0, old.endpoint, old.commit)
+        refresh_mtimes(final, old)
+        return StageResult(
+            request,
+            final,
+            "present",
+            len(old.files),
+            old.total_bytes,
+            0,
+            time.monotonic() - t0,
+            old.endpoint,
+            old.commit,
+        )
     if old is not None:  # stage the union, so what the store had stays staged
-        request = AssetRequest(request.kind, request.repo_id, request.revision,
-                               request.parts | set(old.parts), request.configs | set(old.configs))
+        request = AssetRequest(
+            request.kind,
+            request.repo_id,
+            request.revision,
+            request.parts | set(old.parts),
+            request.configs | set(old.configs),
+        )
     with _locked(final):
         staging = staging_path(final)
         if old is not None:
@@ -95,14 +140,30 @@ def stage_one(request: AssetRequest, store: Path, endpoints: Sequence[str], *, w
         for endpoint in [e for e in endpoints if e not in dead] or list(endpoints):
             outcome = _fetch(request, staging, endpoint, workers, timeout, retries, on_event)
             if outcome["error"] is None:
-                manifest = Manifest(request.repo_id, request.kind, request.revision, outcome["commit"], endpoint,
-                                    time.strftime("%Y-%m-%dT%H:%M:%S%z"), sorted(request.parts),
-                                    sorted(request.configs),
-                                    sorted((FileEntry(**f) for f in outcome["files"]), key=lambda f: f.path))
+                manifest = Manifest(
+                    request.repo_id,
+                    request.kind,
+                    request.revision,
+                    outcome["commit"],
+                    endpoint,
+                    time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    sorted(request.parts),
+                    sorted(request.configs),
+                    sorted((FileEntry(**f) for f in outcome["files"]), key=lambda f: f.path),
+                )
                 _publish(staging, final, manifest)
-                return StageResult(request, final, "staged", len(manifest.files), manifest.total_bytes,
-                                   outcome["downloaded"], time.monotonic() - t0, endpoint, manifest.commit,
-                                   outcome["retries"])
+                return StageResult(
+                    request,
+                    final,
+                    "staged",
+                    len(manifest.files),
+                    manifest.total_bytes,
+                    outcome["downloaded"],
+                    time.monotonic() - t0,
+                    endpoint,
+                    manifest.commit,
+                    outcome["retries"],
+                )
             code, message = outcome["error"]
             errors.append(f"{endpoint}: {message}")
             if code == "unreachable":
@@ -112,35 +173,72 @@ def stage_one(request: AssetRequest, store: Path, endpoints: Sequence[str], *, w
     raise _failure(request, errors, outcome["error"][0], endpoints)
 
 
-def _failure(request: AssetRequest, errors: list[str], last_code: str, endpoints: Sequence[str]) -> AssetError:
+def _failure(
+    request: AssetRequest, errors: list[str], last_code: str, endpoints: Sequence[str]
+) -> AssetError:
     what = f"{request.kind} {request.repo_id!r} (revision {request.revision})"
     detail = "\n  ".join(errors)
     if all("RepositoryNotFound" in e or "GatedRepo" in e for e in errors):
-        return AssetError(f"{what} was not found on {', '.join(endpoints)}",
-                          hint="check the repo id (hub repo ids look like org/name), or give --endpoint")
+        return AssetError(
+            f"{what} was not found on {', '.join(endpoints)}",
+            hint="check the repo id (hub repo ids look like org/name), or give --endpoint",
+        )
     if all("RevisionNotFound" in e for e in errors):
         return AssetError(f"{what}: revision {request.revision!r} not found on {', '.join(endpoints)}")
     if last_code == "unreachable" and all("Connect" in e or "Timeout" in e for e in errors):
-        return AssetError(f"no endpoint reachable for {what}:\n  {detail}",
-                          hint="check the network, --endpoint, or the profile's assets.mirror / assets.endpoints")
+        return AssetError(
+            f"no endpoint reachable for {what}:\n  {detail}",
+            hint="check the network, --endpoint, or the profile's assets.mirror / assets.endpoints",
+        )
     if last_code == "files":
-        return AssetError(f"{what} does not hold what was asked for:\n  {detail}",
-                          hint="check the dataset config name (REPO:CONFIG) or the model repo")
-    return AssetError(f"could not stage {what}:\n  {detail}",
-                      hint="run the same command again: files already fetched are kept")
+        return AssetError(
+            f"{what} does not hold what was asked for:\n  {detail}",
+            hint="check the dataset config name (REPO:CONFIG) or the model repo",
+        )
+    return AssetError(
+        f"could not stage {what}:\n  {detail}",
+        hint="run the same command again: files already fetched are kept",
+    )
 
 
-def _fetch(request: AssetRequest, staging: Path, endpoint: str, workers: int, timeout: float, retries: int,
-           on_event: Event | None) -> dict:
-    job = {"repo_id": request.repo_id, "kind": request.kind, "revision": request.revision,
-           "parts": sorted(request.parts), "configs": sorted(request.configs), "staging": str(staging),
-           "workers": workers, "timeout": timeout, "retries": retries}
-    env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1",
-               HF_HUB_ETAG_TIMEOUT=str(int(max(1, timeout))), HF_HUB_DOWNLOAD_TIMEOUT=str(int(max(1, timeout))),
-               HF_HUB_DISABLE_PROGRESS_BARS="1")
+def _fetch(
+    request: AssetRequest,
+    staging: Path,
+    endpoint: str,
+    workers: int,
+    timeout: float,
+    retries: int,
+    on_event: Event | None,
+) -> dict:
+    job = {
+        "repo_id": request.repo_id,
+        "kind": request.kind,
+        "revision": request.revision,
+        "parts": sorted(request.parts),
+        "configs": sorted(request.configs),
+        "staging": str(staging),
+        "workers": workers,
+        "timeout": timeout,
+        "retries": retries,
+    }
+    env = dict(
+        os.environ,
+        HF_ENDPOINT=endpoint,
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_ETAG_TIMEOUT=str(int(max(1, timeout))),
+        HF_HUB_DOWNLOAD_TIMEOUT=str(int(max(1, timeout))),
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
     env.pop("HF_HUB_OFFLINE", None)
-    proc = subprocess.Popen([sys.executable, "-m", "hpclaunch.assets.fetch", json.dumps(job)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpclaunch.assets.fetch", json.dumps(job)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     out: dict = {"error": None, "commit": None, "files": [], "downloaded": 0, "retries": 0}
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -183,8 +281,16 @@ def _seed(final: Path, manifest: Manifest, staging: Path) -> None:
             os.link(src, dst)
         except OSError:
             shutil.copy2(src, dst)
-        records.append(json.dumps({"path": entry.path, "size": entry.size, "sha256": entry.sha256,
-                                   "mtime_ns": dst.stat().st_mtime_ns}))
+        records.append(
+            json.dumps(
+                {
+                    "path": entry.path,
+                    "size": entry.size,
+                    "sha256": entry.sha256,
+                    "mtime_ns": dst.stat().st_mtime_ns,
+                }
+            )
+        )
     if records:
         with open(staging / ".hpclaunch-files.jsonl", "a") as fh:
             fh.write("\n".join(records) + "\n")

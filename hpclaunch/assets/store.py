@@ -48,11 +48,15 @@ def staging_path(final: Path) -> Path:
     return final.parent / f"{STAGING_PREFIX}{final.name}"
 
 
-def dataset_files(folder: Path, config: str | None, split: str) -> list[str]:
+def dataset_files(folder: Path | str, config: str | None, split: str) -> list[str]:
     """The parquet files of one split of a staged dataset, e.g. for ``load_dataset("parquet", ...)``."""
+    folder = Path(folder)
     base = folder / config if config and (folder / config).is_dir() else folder
-    files = sorted(p for p in base.rglob("*.parquet")
-                   if p.name.startswith(f"{split}-") or p.name.startswith(f"{split}.") or p.parent.name == split)
+    files = sorted(
+        p
+        for p in base.rglob("*.parquet")
+        if p.name.startswith(f"{split}-") or p.name.startswith(f"{split}.") or p.parent.name == split
+    )
     return [str(p) for p in files]
 
 
@@ -72,8 +76,8 @@ class Manifest:
     commit: str
     endpoint: str
     staged_at: str
-    parts: list[str] = field(default_factory=list)      # model: config, weights, tokenizer
-    configs: list[str] = field(default_factory=list)    # dataset configs staged ("" = the default)
+    parts: list[str] = field(default_factory=list)  # model: config, weights, tokenizer
+    configs: list[str] = field(default_factory=list)  # dataset configs staged ("" = the default)
     files: list[FileEntry] = field(default_factory=list)
     format: int = 1
 
@@ -122,9 +126,13 @@ class Problem:
         return f"{self.path}: {self.what}"
 
 
-def check_files(folder: Path, manifest: Manifest, *, rehash: bool = False) -> list[Problem]:
-    """Missing, wrong-size or corrupt files. Without `rehash`, a file whose size and mtime match the
-    manifest is trusted; one whose mtime changed is rehashed (so a same-size edit is still caught)."""
+def check_files(folder: Path, manifest: Manifest, *, rehash: bool = False, hash_modified: bool = True
+                ) -> list[Problem]:
+    """Missing, wrong-size or corrupt files.
+
+    A file whose size and mtime match the manifest is trusted unless `rehash`. One whose mtime changed
+    is rehashed (`hash_modified`, what staging does), or, where even that is too slow (the check before
+    a submit), reported as modified so the user runs ``hpclaunch assets verify`` once."""
     problems = []
     for entry in manifest.files:
         p = folder / entry.path
@@ -135,9 +143,25 @@ def check_files(folder: Path, manifest: Manifest, *, rehash: bool = False) -> li
             continue
         if st.st_size != entry.size:
             problems.append(Problem(p, f"wrong size (expected {entry.size} bytes, found {st.st_size})"))
-        elif (rehash or st.st_mtime_ns != entry.mtime_ns) and sha256_file(p) != entry.sha256:
-            problems.append(Problem(p, f"corrupt (sha256 differs from the manifest's {entry.sha256[:12]}...)"))
+        elif rehash or st.st_mtime_ns != entry.mtime_ns:
+            if not rehash and not hash_modified:
+                problems.append(Problem(p, "modified since it was staged or verified (its mtime changed)"))
+            elif sha256_file(p) != entry.sha256:
+                problems.append(Problem(p, f"corrupt (sha256 is not the manifest's {entry.sha256[:12]})"))
     return problems
+
+
+def refresh_mtimes(folder: Path, manifest: Manifest) -> bool:
+    """After a clean rehash: record the files' current mtimes (local bookkeeping, e.g. after the store
+    was copied without keeping mtimes), so later quick checks trust them again. True if it changed."""
+    changed = False
+    for entry in manifest.files:
+        mtime = (folder / entry.path).stat().st_mtime_ns
+        if mtime != entry.mtime_ns:
+            entry.mtime_ns, changed = mtime, True
+    if changed:
+        write_manifest(folder, manifest)
+    return changed
 
 
 def iter_assets(store: Path) -> Iterator[tuple[Path, Manifest | None]]:

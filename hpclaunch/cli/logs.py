@@ -49,7 +49,7 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
 @click.option("--rank", "-r", type=int, default=None, help="only this rank")
 @click.option("--restart", type=int, default=None, help="only this restart (default: all, in order)")
 @click.option("--tail", "-n", type=int, default=None, help="the last N lines of each rank")
-@click.option("--grep", "grep", default=None, metavar="RE", help="only lines matching this regular expression")
+@click.option("--grep", "grep", default=None, metavar="RE", help="only lines matching this regex")
 @click.option("--follow", "-f", is_flag=True, help="print new lines as they are written, until the job ends")
 @click.option("--diagnose", is_flag=True, help="the first failing rank, the first real error and what to do")
 @click.option("--json", "as_json", is_flag=True, help="print JSON (one object per line for logs)")
@@ -105,12 +105,15 @@ def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, 
         emit(line)
         shown += 1
     if rank is None:
-        outs = batch_outputs(run_dir)
-        if outs and not as_json and (files or shown):
-            click.echo("==> batch output <==")
-        for line in batch_lines(outs, tail=tail, pattern=pattern):
+        header = bool(files) and not as_json
+        for line in batch_lines(batch_outputs(run_dir), tail=tail, pattern=pattern):
+            if header:
+                click.echo("==> batch output <==")
+                header = False
             emit(line)
             shown += 1
+    if not shown and not files and rank is None:
+        click.echo(f"job {job} has written no logs yet (`hpclaunch status {job}` says why)", err=True)
     if not files and rank is not None:
         raise NotFoundError("rank log", f"rank {rank} of job {job}",
                             hint=f"the job may not have started yet: `hpclaunch status {job}`")

@@ -7,10 +7,9 @@ import yaml
 
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
-from hpclaunch.config.loader import find_recipe, recipe_dirs
+from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.resolve import merge_recipe
-from hpclaunch.config.loader import load_recipe_source
 
 
 @click.group("recipes")

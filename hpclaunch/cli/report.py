@@ -60,7 +60,8 @@ def compare_cmd(job_a: str, job_b: str, out: Path | None, tolerance: float | Non
     plot_compare(a, b, diff, path, (job_a, job_b))
     info = {k: v for k, v in diff.items() if k not in ("steps", "diff")}
     if as_json:
-        click.echo(json.dumps({**info, "per_step": dict(zip(diff["steps"], diff["diff"])), "plot": str(path)},
+        per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
+        click.echo(json.dumps({**info, "per_step": per_step, "plot": str(path)},
                               indent=2))
     else:
         click.echo(f"steps compared: {diff['common_steps']} (only in {job_a}: {diff['only_a']}, "

@@ -32,13 +32,25 @@ class _Bars:
         self.tasks: dict[AssetRequest, int] = {}
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                       TransferSpeedColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
 
             console = Console(stderr=True)
             if console.is_terminal:
-                self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                         TransferSpeedColumn(), TimeRemainingColumn(), console=console)
+                self.progress = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    DownloadColumn(),
+                    TransferSpeedColumn(),
+                    TimeRemainingColumn(),
+                    console=console,
+                )
 
     def __enter__(self) -> _Bars:
         if self.progress is not None:
@@ -53,8 +65,11 @@ class _Bars:
         p = self.progress
         if p is None:
             if ev["event"] in ("retry", "endpoint_failed"):
-                click.echo(f"  {req.repo_id}: {ev['event']}: {ev.get('path', ev.get('endpoint'))}: "
-                           f"{ev.get('error', ev.get('message'))}", err=True)
+                click.echo(
+                    f"  {req.repo_id}: {ev['event']}: {ev.get('path', ev.get('endpoint'))}: "
+                    f"{ev.get('error', ev.get('message'))}",
+                    err=True,
+                )
             return
         if ev["event"] == "plan":
             total = sum(f["size"] for f in ev["files"])
@@ -65,29 +80,66 @@ class _Bars:
         elif ev["event"] == "progress" and req in self.tasks:
             p.advance(self.tasks[req], ev["bytes"])
         elif ev["event"] in ("retry", "endpoint_failed"):
-            p.console.print(f"[yellow]{req.repo_id}: {ev.get('path', ev.get('endpoint'))}: "
-                            f"{ev.get('error', ev.get('message'))}")
+            p.console.print(
+                f"[yellow]{req.repo_id}: {ev.get('path', ev.get('endpoint'))}: "
+                f"{ev.get('error', ev.get('message'))}"
+            )
 
 
 @click.command("stage-assets")
 @click.argument("recipes", nargs=-1)
 @profile_option
 @click.option("--preset", help="recipe preset whose assets to stage (default: the recipe's default_preset)")
-@click.option("--model", "models", multiple=True, metavar="REPO[@REV]", help="a hub model (config, weights, tokenizer)")
-@click.option("--dataset", "datasets", multiple=True, metavar="REPO[:CONFIG][@REV]",
-              help="a hub dataset config (its parquet files)")
-@click.option("--endpoint", "endpoints", multiple=True, metavar="URL",
-              help="hub endpoint, tried in order (default: the profile's assets.mirror, then assets.endpoints)")
-@click.option("--pack", "pack_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="also write the staged assets and their manifests to this tar file")
-@click.option("--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="parallel file downloads")
-@click.option("--verify", is_flag=True, help="rehash assets already in the store instead of trusting size+mtime")
-@click.option("--timeout", type=click.FloatRange(0.5, 600), default=10, show_default=True,
-              help="seconds to wait for an endpoint to answer")
+@click.option(
+    "--model", "models", multiple=True, metavar="REPO[@REV]", help="a hub model (config, weights, tokenizer)"
+)
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    metavar="REPO[:CONFIG][@REV]",
+    help="a hub dataset config (its parquet files)",
+)
+@click.option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    metavar="URL",
+    help="hub endpoint, tried in order (default: the profile's assets.mirror, then assets.endpoints)",
+)
+@click.option(
+    "--pack",
+    "pack_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the staged assets and their manifests to this tar file",
+)
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="parallel file downloads"
+)
+@click.option(
+    "--verify", is_flag=True, help="rehash assets already in the store instead of trusting size+mtime"
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10,
+    show_default=True,
+    help="seconds to wait for an endpoint to answer",
+)
 @json_option
-def stage_cmd(recipes: tuple[str, ...], profile: str, preset: str | None, models: tuple[str, ...],
-              datasets: tuple[str, ...], endpoints: tuple[str, ...], pack_file: Path | None, workers: int,
-              verify: bool, timeout: float, as_json: bool) -> None:
+def stage_cmd(
+    recipes: tuple[str, ...],
+    profile: str,
+    preset: str | None,
+    models: tuple[str, ...],
+    datasets: tuple[str, ...],
+    endpoints: tuple[str, ...],
+    pack_file: Path | None,
+    workers: int,
+    verify: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Download the hub models, tokenizers and datasets that RECIPEs need into the profile's asset store.
 
     Each asset is assembled beside its final folder and renamed into place when complete, with a
@@ -123,8 +175,18 @@ def stage_cmd(recipes: tuple[str, ...], profile: str, preset: str | None, models
     with _Bars(enabled=not as_json) as bars:
         for req in wanted:
             try:
-                results.append(stage_one(req, store, urls, workers=workers, verify=verify, on_event=bars.event,
-                                         timeout=timeout, dead=dead))
+                results.append(
+                    stage_one(
+                        req,
+                        store,
+                        urls,
+                        workers=workers,
+                        verify=verify,
+                        on_event=bars.event,
+                        timeout=timeout,
+                        dead=dead,
+                    )
+                )
             except HpclaunchError as exc:
                 errors.append(str(exc))
     wall = time.monotonic() - t0
@@ -134,15 +196,27 @@ def stage_cmd(recipes: tuple[str, ...], profile: str, preset: str | None, models
 
         packed = pack(store, [r.path for r in results], pack_file)
     if as_json:
-        click.echo(json.dumps({"store": str(store), "endpoints": urls, "seconds": round(wall, 3),
-                               "assets": [r.to_json() for r in results], "errors": errors,
-                               "pack": str(pack_file) if packed is not None else None}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "store": str(store),
+                    "endpoints": urls,
+                    "seconds": round(wall, 3),
+                    "assets": [r.to_json() for r in results],
+                    "errors": errors,
+                    "pack": str(pack_file) if packed is not None else None,
+                },
+                indent=1,
+            )
+        )
     else:
         _summary(results, wall, store)
         if packed is not None:
             click.echo(f"packed {len(results)} asset(s), {human(packed)} into {pack_file}")
     if errors:
-        raise AssetError(errors[0] if len(errors) == 1 else f"{len(errors)} assets failed:\n" + "\n".join(errors))
+        raise AssetError(
+            errors[0] if len(errors) == 1 else f"{len(errors)} assets failed:\n" + "\n".join(errors)
+        )
 
 
 def _summary(results: list[StageResult], wall: float, store: Path) -> None:
@@ -151,13 +225,25 @@ def _summary(results: list[StageResult], wall: float, store: Path) -> None:
     rows = []
     for r in results:
         rate = f"{human(r.downloaded_bytes / r.seconds)}/s" if r.downloaded_bytes and r.seconds else ""
-        rows.append((r.request.label, r.status, r.files, human(r.bytes), f"{r.seconds:.1f}s", rate,
-                     r.endpoint or "", r.retries or ""))
+        rows.append(
+            (
+                r.request.label,
+                r.status,
+                r.files,
+                human(r.bytes),
+                f"{r.seconds:.1f}s",
+                rate,
+                r.endpoint or "",
+                r.retries or "",
+            )
+        )
     print_table(["asset", "status", "files", "size", "time", "rate", "endpoint", "retries"], rows)
     staged = [r for r in results if r.status == "staged"]
     got = sum(r.downloaded_bytes for r in staged)
-    click.echo(f"{len(staged)} staged, {len(results) - len(staged)} already complete; {human(got)} downloaded "
-               f"in {wall:.1f}s; store {store}")
+    click.echo(
+        f"{len(staged)} staged, {len(results) - len(staged)} already complete; {human(got)} downloaded "
+        f"in {wall:.1f}s; store {store}"
+    )
 
 
 def register(group: click.Group) -> None:

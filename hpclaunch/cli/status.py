@@ -33,7 +33,9 @@ def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
 
 
 def _num(v: object) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)
 
 
 def _metrics_line(m: dict | None) -> str | None:
@@ -42,9 +44,14 @@ def _metrics_line(m: dict | None) -> str | None:
     return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if k in m)
 
 
+def _reason(s: JobStatus) -> str | None:
+    """Slurm's reason code in words, with the job id in the advice."""
+    text = explain(s.reason)
+    return text.replace("JOB", s.job_id) if text else None
+
+
 def _as_dict(r: registry.JobRecord, s: JobStatus) -> dict:
-    return {**asdict(r), **asdict(s), "reason_text": explain(s.reason) if s.state == "PENDING" or
-            s.reason else None, "last_metrics": last_metrics(Path(r.run_dir))}
+    return {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir))}
 
 
 def _elapsed(s: JobStatus) -> str:
@@ -69,11 +76,12 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         s = found[r.job_id]
         head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
         click.echo(head)
-        click.echo(f"  recipe {r.recipe}{':' + r.preset if r.preset else ''} on {r.profile}, layout {r.layout}, "
+        recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+        click.echo(f"  recipe {recipe} on {r.profile}, layout {r.layout}, "
                    f"{r.launcher}")
-        if s.reason and (s.state == "PENDING" or not s.finished or s.state != "COMPLETED"):
-            click.echo(f"  reason: {s.reason}: {explain(s.reason)}" if explain(s.reason) != s.reason
-                       else f"  reason: {s.reason}")
+        if s.reason and s.state != "COMPLETED":
+            text = _reason(s)
+            click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
         if s.nodes:
             click.echo(f"  nodes: {s.nodes}")
         if s.elapsed:

@@ -6,7 +6,6 @@ import json
 
 import click
 
-from hpclaunch.cli.follow import follow_job
 from hpclaunch.jobspec import JobSpec, is_jobspec_file, load_jobspec
 from hpclaunch.resolve import CliOverrides, resolve
 from hpclaunch import submit as submission
@@ -52,6 +51,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
+        from hpclaunch.cli.follow import follow_job  # only when following: keeps the dry-run light
+
         follow_job(done.job_id)
 
 

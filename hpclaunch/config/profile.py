@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hpclaunch.config.base import StrictModel
+from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.slurmtime import parse_time
 
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
@@ -37,7 +37,7 @@ class Partition(StrictModel):
     cpus_per_node: int = Field(ge=1)
     cpu_model: str | None = None
     memory_gb: float | None = None
-    max_time: str = "1-00:00:00"
+    max_time: SlurmTimeText = "1-00:00:00"
     max_nodes: int = Field(1, ge=1)
     gres: str | None = Field("gpu", description="generic resource to request per node; null: none")
 
@@ -76,7 +76,7 @@ class AssetConfig(StrictModel):
 
 class ProfileDefaults(StrictModel):
     layout: str | None = None
-    time: str | None = None
+    time: SlurmTimeText | None = None
 
 
 class Profile(StrictModel):

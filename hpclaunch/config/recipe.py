@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from hpclaunch.config.base import StrictModel
+from hpclaunch.config.base import SlurmTimeText, StrictModel
 
 Launcher = Literal["torchrun", "deepspeed", "msrun"]
 
@@ -120,7 +120,7 @@ class Recipe(StrictModel):
     dataset: DatasetSpec | None = None
     layout: str | None = Field(None, description="default layout, e.g. 1n8g")
     partition: str | None = None
-    time: str | None = None
+    time: SlurmTimeText | None = None
     train: TrainSpec = TrainSpec()
     deepspeed: DeepSpeedSpec | None = None
     parallel: ParallelSpec | None = None

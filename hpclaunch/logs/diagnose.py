@@ -12,18 +12,23 @@ from pathlib import Path
 
 from hpclaunch.logs.files import LogFile, batch_outputs, find_rank_logs
 from hpclaunch.logs.read import read_tail_bytes
-from hpclaunch.logs.rules import BY_NAME, CANDIDATE, Rule, classify
+from hpclaunch.logs.rules import ALL_KEYS, BY_NAME, Rule, classify
 from hpclaunch.schedulers.base import JobStatus
 
-TAIL_BYTES = 256 * 1024  # errors sit at the end of a log: a traceback is its last lines
-HEAD_BYTES = 16 * 1024
+# Errors sit at the end of a log (a traceback is a rank's last words): read the last 32 KiB, and
+# only when nothing is found there, up to 128 KiB.
+TAIL_FIRST = 32 * 1024
+TAIL_BYTES = 128 * 1024
 
 _ROOT_CAUSE = re.compile(
-    rb"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*:\s*(?P<time>\S+)\s*host\s*:\s*(?P<host>\S+)"
+    rb"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*:\s*(?P<time>\S+)"
+    rb"\s*host\s*:\s*(?P<host>\S+)"
     rb"\s*rank\s*:\s*(?P<rank>\d+)[^\n]*\s*exitcode\s*:\s*(?P<exit>-?\d+)")
 _RANK_ECHO = re.compile(rb"^\[rank\d+\]: ")
 # A traceback's source lines ("  File ...", "    raise X(") are not the error: its last line is.
 _CODE_LINE = re.compile(rb"^(?>(?:\[rank\d+\]: ?)*)(?:[ \t]|File \")")
+# The job script's first line in every run: "hpclaunch: job J restart N on ..."
+_RESTART_MARK = b"hpclaunch: job "
 _JOB_STATES = {"TIMEOUT": "slurm_timeout", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail",
                "OUT_OF_MEMORY": "host_oom", "DEADLINE": "slurm_timeout"}
 
@@ -66,21 +71,28 @@ class Diagnosis:
         return asdict(self)
 
 
-def _line_at(data: bytes, start: int, end: int) -> tuple[int, bytes]:
-    s = data.rfind(b"\n", 0, start) + 1
-    e = data.find(b"\n", end)
-    return s, data[s:] if e < 0 else data[s:e]
+def _candidate_lines(data: bytes) -> list[int]:
+    """Start offsets of the lines of `data` that hold any rule's key, in order."""
+    starts: set[int] = set()
+    find, rfind = data.find, data.rfind
+    for key in ALL_KEYS:
+        i = find(key)
+        while i >= 0:
+            s = rfind(b"\n", 0, i) + 1
+            starts.add(s)
+            e = find(b"\n", i)
+            if e < 0:
+                break
+            i = find(key, e)
+    return sorted(starts)
 
 
 def scan_bytes(data: bytes, base: int, file: str, *, skip_echo: bool = False) -> list[Hit]:
     """Every classified line of `data` (which starts at byte `base` of `file`), in order."""
     hits: list[Hit] = []
-    last = -1
-    for m in CANDIDATE.finditer(data):
-        s, line = _line_at(data, m.start(), m.end())
-        if s == last:
-            continue
-        last = s
+    for s in _candidate_lines(data):
+        e = data.find(b"\n", s)
+        line = data[s:] if e < 0 else data[s:e]
         if (skip_echo and _RANK_ECHO.match(line)) or (_CODE_LINE.match(line) and b"exitcode" not in line):
             continue
         rule = classify(line)
@@ -89,18 +101,21 @@ def scan_bytes(data: bytes, base: int, file: str, *, skip_echo: bool = False) ->
     return hits
 
 
-def _read_ends(path: Path) -> tuple[int, bytes]:
-    size = os.path.getsize(path)
-    if size <= TAIL_BYTES + HEAD_BYTES:
+def _read_ends(path: Path, size: int = TAIL_BYTES) -> tuple[int, bytes]:
+    if os.path.getsize(path) <= size:
         with open(path, "rb") as f:
             return 0, f.read()
-    return read_tail_bytes(path, TAIL_BYTES)
+    return read_tail_bytes(path, size)
 
 
 def scan_rank(lf: LogFile) -> RankScan:
-    base, data = _read_ends(lf.path)
+    base, data = _read_ends(lf.path, TAIL_FIRST)
+    hits = scan_bytes(data, base, str(lf.path))
+    if not hits and base > 0:
+        base, data = _read_ends(lf.path, TAIL_BYTES)
+        hits = scan_bytes(data, base, str(lf.path))
     scan = RankScan(lf.rank, str(lf.path), lf.path.stat().st_mtime)
-    for hit in scan_bytes(data, base, str(lf.path)):
+    for hit in hits:
         if BY_NAME[hit.rule].primary:
             if scan.primary is None:
                 scan.primary = hit
@@ -128,6 +143,10 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
     outs = batch_outputs(run_dir)
     for out in outs:
         base, data = _read_ends(out)
+        start = data.rfind(_RESTART_MARK)  # only the latest run of a requeued job
+        if start > 0:
+            start = data.rfind(b"\n", 0, start) + 1
+            base, data = base + start, data[start:]
         batch_hits += scan_bytes(data, base, str(out), skip_echo=True)
         root = _root_cause(data) or root
 
@@ -136,10 +155,16 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
 
     def verdict(rule: Rule, hit: Hit | None, rank: int | None) -> Diagnosis:
         d.cause, d.title, d.rank = rule.name, rule.title, rank
-        d.hint = rule.hint.replace("JOB", job_id).replace("--rank R", f"--rank {rank if rank is not None else 0}")
+        shown = rank if rank is not None else 0
+        d.hint = rule.hint.replace("JOB", job_id).replace("--rank R", f"--rank {shown}")
         if hit:
             d.error, d.file = hit.line, hit.file
-        d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank and s.primary is None)
+        if not rule.job_level:
+            d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank and s.primary is None)
+        return d
+
+    if state == "COMPLETED":
+        d.title = "the job completed"
         return d
 
     # 1. Slurm ended the whole job (time limit, preemption, node failure, cgroup OOM).
@@ -175,30 +200,30 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
         d.file = quiet.file if quiet else None
         d.cause, d.rank = "exited", rank
         d.title = f"rank {rank} exited with code {code} without an error message"
-        d.hint = "look at the last lines of its log (`hpclaunch logs JOB --rank R --tail 50`); a signal or " \
-                 "os._exit ends a rank silently"
+        d.hint = (f"look at the last lines of its log (`hpclaunch logs {job_id} --rank {rank} --tail 50`); "
+                  "a signal or os._exit ends a rank silently")
         d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank)
         return d
 
     # 5. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not.
     waiting = [s for s in scans if s.secondary is not None]
     if waiting:
-        quiet = [s for s in scans if s.secondary is None]
-        suspect = min(quiet, key=lambda s: (s.mtime, s.rank)) if quiet else None
+        silent = [s for s in scans if s.secondary is None]
+        suspect = min(silent, key=lambda s: (s.mtime, s.rank)) if silent else None
         hit = min(waiting, key=lambda s: (s.mtime, s.rank)).secondary
         timeouts = [s for s in waiting if s.secondary and s.secondary.rule == "collective_timeout"]
         rule = BY_NAME["collective_timeout" if timeouts else "peer_failed"]
-        out = verdict(rule, hit, suspect.rank if suspect else None)
+        result = verdict(rule, hit, suspect.rank if suspect else None)
         if rule.name == "peer_failed":
-            out.title, out.hint = "ranks lost their peers", rule_hint_peer(suspect)
-        return out
+            result.title, result.hint = "ranks lost their peers", _hint_peer(job_id, suspect)
+        return result
 
     if state and state not in ("COMPLETED", "RUNNING", "PENDING") or (exit_code and exit_code != "0:0"):
         d.cause, d.title = "exited", f"the job ended {state or ''} (exit {exit_code}) with no known error"
-        d.hint = "read the batch output and the last lines of each rank (`hpclaunch logs JOB --tail 50`)"
+        d.hint = f"read the job output and the last lines of each rank (`hpclaunch logs {job_id} --tail 50`)"
     return d
 
 
-def rule_hint_peer(suspect: RankScan | None) -> str:
+def _hint_peer(job_id: str, suspect: RankScan | None) -> str:
     where = f"rank {suspect.rank}" if suspect else "one rank"
-    return f"{where} went away first; read its log and the batch output (`hpclaunch logs JOB --tail 50`)"
+    return f"{where} went away first; read its log and the job's output (`hpclaunch logs {job_id} --tail 50`)"

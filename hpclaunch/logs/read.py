@@ -58,6 +58,8 @@ def tail_lines(path: Path, n: int, pattern: re.Pattern[bytes] | None = None) -> 
         pos = f.seek(0, os.SEEK_END)
         if pos and (f.seek(pos - 1), f.read(1))[1] == b"\n":
             pos -= 1  # the file's final newline ends the last line; it does not start an empty one
+            if pos == 0:  # the file is one empty line
+                return [b""] if pattern is None or pattern.search(b"") else []
         partial = b""  # the start of a line whose beginning lies in an earlier block
         step = TAIL_BLOCK if pattern is None else BLOCK
         while pos > 0 and len(out) < n:

@@ -32,6 +32,22 @@ class Rendered:
     files: dict[str, str]
 
 
+_BYTECODE_CACHE: list[jinja2.BytecodeCache | None] = []
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between runs (keyed by template file and source checksum), so a CLI
+    call does not compile every template again; none when no private cache folder can be made."""
+    if not _BYTECODE_CACHE:
+        cache: jinja2.BytecodeCache | None
+        try:
+            cache = jinja2.FileSystemBytecodeCache(pattern=f"hpclaunch-{__version__}-%s.cache")
+        except (OSError, RuntimeError):
+            cache = None
+        _BYTECODE_CACHE.append(cache)
+    return _BYTECODE_CACHE[0]
+
+
 def _environment(spec: JobSpec) -> jinja2.Environment:
     dirs: list[Path] = []
     if spec.profile.templates:
@@ -44,6 +60,7 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters["q"] = quote
     env.filters["oneline"] = oneline
@@ -89,8 +106,8 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
         opts[name] = value
     for name, value in opts.items():
         if value is not None and ("\n" in value or "\r" in value):
-            raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line cannot "
-                              f"carry: {value!r}", hint="rename the path or value without line breaks")
+            raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
+                              f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
     return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
 
 

@@ -92,27 +92,33 @@ def summary(m: Metrics) -> dict:
 
 
 def last_metrics(run_dir: Path) -> dict | None:
-    """The last training record of rank 0 (read from the end of the file), or None."""
+    """The last training record of rank 0, with the fields of a later eval record merged in (read from the
+    end of the file), or None."""
     from hpclaunch.logs.read import tail_lines
 
     path = metrics_file(Path(run_dir), 0)
     if not path.is_file():
         return None
-    for raw in reversed(tail_lines(path, 20)):
+    evals: dict = {}
+    for raw in reversed(tail_lines(path, 50)):
         try:
             rec = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(rec, dict) and "step" in rec:
-            return rec
-    return None
+        if not isinstance(rec, dict):
+            continue
+        if "eval_loss" in rec or "perplexity" in rec:
+            evals = evals or rec
+        elif "step" in rec:
+            return {**rec, **{k: v for k, v in evals.items() if k != "step"}}
+    return evals or None
 
 
 def loss_diff(a: Metrics, b: Metrics) -> dict:
     """Per-step loss difference (b - a) over the steps both runs have."""
     sa, la = a.series("loss")
     sb, lb = b.series("loss")
-    da, db = dict(zip(sa, la)), dict(zip(sb, lb))
+    da, db = dict(zip(sa, la, strict=True)), dict(zip(sb, lb, strict=True))
     common = sorted(set(da) & set(db))
     diffs = [db[s] - da[s] for s in common]
     return {"steps": common, "diff": diffs, "common_steps": len(common),

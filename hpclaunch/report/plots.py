@@ -33,7 +33,7 @@ def plot_run(m: Metrics, out_dir: Path, title: str) -> list[Path]:
         if key == "loss":
             ev = [(r["step"], r["eval_loss"]) for r in m.evals if "step" in r and "eval_loss" in r]
             if ev:
-                ax.plot(*zip(*ev), "o-", label="eval loss")
+                ax.plot(*zip(*ev, strict=True), "o-", label="eval loss")
             ax.legend()
         ax.set_xlabel("step")
         ax.set_ylabel(label)
@@ -52,7 +52,7 @@ def plot_compare(a: Metrics, b: Metrics, diff: dict, path: Path, names: tuple[st
     plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    for m, name in zip((a, b), names):
+    for m, name in zip((a, b), names, strict=True):
         top.plot(*m.series("loss"), label=name)
     top.set_ylabel("loss")
     top.legend()

@@ -28,8 +28,10 @@ def job_store(spec) -> Path:
 
 def _stage_hint(spec) -> str:
     preset = f" --preset {spec.preset}" if spec.preset else ""
-    return (f"run `hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}` "
-            f"where there is network, then copy the store to the cluster")
+    return (
+        f"run `hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}` "
+        f"where there is network, then copy the store to the cluster"
+    )
 
 
 def hub_asset(spec, kind: str, repo: str, revision: str = "main") -> Path:
@@ -50,8 +52,9 @@ def hub_asset(spec, kind: str, repo: str, revision: str = "main") -> Path:
         size = entry.get("size") if isinstance(entry, dict) else None
         f = path / str(name)
         if not f.is_file() or (size is not None and f.stat().st_size != size):
-            raise AssetError(f"{what} is incomplete: {f} is missing or has the wrong size",
-                             hint=_stage_hint(spec))
+            raise AssetError(
+                f"{what} is incomplete: {f} is missing or has the wrong size", hint=_stage_hint(spec)
+            )
     return path
 
 
@@ -78,6 +81,8 @@ def generated(store: Path, kind: str, key: str, build: Callable[[Path], None], d
             shutil.rmtree(tmp, ignore_errors=True)
     d.barrier()
     if not final.is_dir():
-        raise AssetError(f"generated {kind} {final} is missing after rank 0 built it",
-                         hint="the asset store must be a file system every node shares")
+        raise AssetError(
+            f"generated {kind} {final} is missing after rank 0 built it",
+            hint="the asset store must be a file system every node shares",
+        )
     return final

@@ -26,23 +26,42 @@ def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) ->
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        tok.train_from_iterator(texts, trainers.WordPieceTrainer(
-            vocab_size=vocab_size, special_tokens=_BERT_SPECIALS, show_progress=False))
+        tok.train_from_iterator(
+            texts,
+            trainers.WordPieceTrainer(
+                vocab_size=vocab_size, special_tokens=_BERT_SPECIALS, show_progress=False
+            ),
+        )
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                       sep_token="[SEP]", mask_token="[MASK]")
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+        )
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
     else:  # GPT-2-style byte-level BPE; every record ends with the end-of-text token
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[_EOS], show_progress=False,
-                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.train_from_iterator(
+            texts,
+            trainers.BpeTrainer(
+                vocab_size=vocab_size,
+                special_tokens=[_EOS],
+                show_progress=False,
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            ),
+        )
         eos = tok.token_to_id(_EOS)
         tok.post_processor = processors.TemplateProcessing(single=f"$A {_EOS}", special_tokens=[(_EOS, eos)])
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=_EOS, eos_token=_EOS, unk_token=_EOS,
-                                       pad_token=_EOS)
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=_EOS, eos_token=_EOS, unk_token=_EOS)
     fast.save_pretrained(out)
 
 
@@ -56,8 +75,13 @@ def load_tokenizer(spec, d) -> tuple[Any, str]:
         if not corpus:
             raise ValueError("tokenizer.source: train needs dataset.source: builtin with a corpus")
         key = fingerprint("tokenizer", t.kind, t.vocab_size, corpus, 1)
-        path = generated(job_store(spec), "tokenizers", key,
-                         lambda out: _train_tokenizer(t.kind, t.vocab_size, builtin_corpus(corpus)["train"], out), d)
+        path = generated(
+            job_store(spec),
+            "tokenizers",
+            key,
+            lambda out: _train_tokenizer(t.kind, t.vocab_size, builtin_corpus(corpus)["train"], out),
+            d,
+        )
     else:
         repo = (t.repo if t and t.repo else None) or spec.recipe.model.repo
         path = hub_asset(spec, "model", repo, t.revision if t else "main")
@@ -72,8 +96,9 @@ def model_config(spec, tokenizer):
     m = spec.recipe.model
     if m.source == "generate":
         ids = {k: getattr(tokenizer, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-        config = AutoConfig.for_model(m.model_type, vocab_size=len(tokenizer),
-                                      **{k: v for k, v in ids.items() if v is not None})
+        config = AutoConfig.for_model(
+            m.model_type, vocab_size=len(tokenizer), **{k: v for k, v in ids.items() if v is not None}
+        )
     else:
         config = AutoConfig.from_pretrained(hub_asset(spec, "model", m.repo, m.revision))
     changes = apply_overrides(config, dict(m.config), source=f"recipe {spec.recipe.name}: model.config")

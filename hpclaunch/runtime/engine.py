@@ -32,8 +32,13 @@ class TorchEngine:
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.module = model
-        self.model = model if d.world_size == 1 else DDP(
-            model, device_ids=None if d.accelerator == "cpu" else [d.device])
+        self.model = (
+            model
+            if d.world_size == 1
+            else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
+        )
+        if train.compile:
+            self.model = torch.compile(self.model)
         self.optimizer = make_optimizer(model, train, d.accelerator)
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
@@ -79,9 +84,13 @@ class TorchEngine:
 
     def save(self, path: Path, client_state: dict[str, Any]) -> None:
         if self.d.is_main:
-            state = {"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scheduler": self.scheduler.state_dict(), "client": client_state,
-                     "scaler": self.scaler.state_dict() if self.scaler else None}
+            state = {
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "client": client_state,
+                "scaler": self.scaler.state_dict() if self.scaler else None,
+            }
             torch.save(state, path / "state.pt")
 
     def load(self, path: Path) -> dict[str, Any]:
@@ -100,8 +109,11 @@ def _leaf_classes(model, names: tuple[str, ...]) -> list[type]:
     if missing:
         from hpclaunch.errors import ConfigError
 
-        raise ConfigError(f"no module class {', '.join(missing)} in {type(model).__name__}",
-                          key="deepspeed.leaf_modules", hint="name module classes of the model")
+        raise ConfigError(
+            f"no module class {', '.join(missing)} in {type(model).__name__}",
+            key="deepspeed.leaf_modules",
+            hint="name module classes of the model",
+        )
     return [found[n] for n in names]
 
 
@@ -121,7 +133,8 @@ class DeepSpeedEngine:
         optimizer = make_optimizer(model, train, d.accelerator)
         scheduler = make_scheduler(optimizer, train)
         self.model, self.optimizer, _, self.scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config
+        )
         self.module = self.model.module
 
     @property

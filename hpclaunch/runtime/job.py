@@ -30,17 +30,24 @@ class Job:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="an hpclaunch recipe script")
-    p.add_argument("--config", default=os.environ.get("HPCLAUNCH_CONFIG"),
-                   help="the resolved.yaml of the run (default: $HPCLAUNCH_CONFIG)")
-    p.add_argument("--deepspeed_config", default=None, help="ds_config.json (the deepspeed launcher passes it)")
+    p.add_argument(
+        "--config",
+        default=os.environ.get("HPCLAUNCH_CONFIG"),
+        help="the resolved.yaml of the run (default: $HPCLAUNCH_CONFIG)",
+    )
+    p.add_argument(
+        "--deepspeed_config", default=None, help="ds_config.json (the deepspeed launcher passes it)"
+    )
     p.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def load_job(args: argparse.Namespace) -> Job:
     if not args.config:
-        raise HpclaunchError("no job config: pass --config RUN_DIR/resolved.yaml or set HPCLAUNCH_CONFIG",
-                             hint="submit the recipe with `hpclaunch submit RECIPE --profile P`")
+        raise HpclaunchError(
+            "no job config: pass --config RUN_DIR/resolved.yaml or set HPCLAUNCH_CONFIG",
+            hint="submit the recipe with `hpclaunch submit RECIPE --profile P`",
+        )
     spec = load_jobspec(args.config)
     run_dir = Path(os.environ.get("HPCLAUNCH_RUN_DIR") or Path(args.config).resolve().parent)
     ds = Path(args.deepspeed_config) if args.deepspeed_config else None

@@ -32,8 +32,10 @@ class StopRequest:
             signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, _frame) -> None:
-        print(f"hpclaunch: got signal {signal.Signals(signum).name}: saving a checkpoint at the next log step",
-              flush=True)
+        print(
+            f"hpclaunch: got signal {signal.Signals(signum).name}: saving a checkpoint at the next log step",
+            flush=True,
+        )
         self.requested = True
 
 
@@ -51,8 +53,18 @@ def evaluate(engine, blocks, make_inputs: Inputs, steps: int, d) -> float:
     return all_reduce_mean(total / max(n, 1), d).item()
 
 
-def train(*, job, d, engine, batches, eval_batches, make_inputs: Inputs, writer, flops_per_token: float,
-          log: Callable[[str], None] = print) -> None:
+def train(
+    *,
+    job,
+    d,
+    engine,
+    batches,
+    eval_batches,
+    make_inputs: Inputs,
+    writer,
+    flops_per_token: float,
+    log: Callable[[str], None] = print,
+) -> None:
     t = job.train
     accum, mb, seq = engine.accum, batches.micro_batch_size, t.seq_len
     peak = job.spec.partition_spec.peak_tflops if d.accelerator != "cpu" else None
@@ -102,11 +114,22 @@ def train(*, job, d, engine, batches, eval_batches, make_inputs: Inputs, writer,
             tokens = steps_since * accum * mb * seq * d.world_size
             tps = tokens / dt
             mfu = tps / d.world_size * flops_per_token / (peak * 1e12) if peak else None
-            writer.write("train", step=step, loss=loss, lr=lr, grad_norm=float(grad_norm),
-                         tokens_per_s=tps, samples_per_s=tps / seq, peak_mem_bytes=d.peak_memory_bytes(),
-                         mfu=mfu, world_size=d.world_size)
-            log(f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
-                f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else ""))
+            writer.write(
+                "train",
+                step=step,
+                loss=loss,
+                lr=lr,
+                grad_norm=float(grad_norm),
+                tokens_per_s=tps,
+                samples_per_s=tps / seq,
+                peak_mem_bytes=d.peak_memory_bytes(),
+                mfu=mfu,
+                world_size=d.world_size,
+            )
+            log(
+                f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
+                f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else "")
+            )
             flag = torch.tensor(float(stop.requested), device=d.device)
             stopping = bool(all_reduce_max(flag, d).item())
             loss_sum.zero_()

@@ -20,8 +20,11 @@ def read_override(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
-        raise ConfigError("the override config does not exist", file=str(p),
-                          hint="fix model.override_config in the recipe (a path relative to the recipe folder)") from e
+        raise ConfigError(
+            "the override config does not exist",
+            file=str(p),
+            hint="fix model.override_config in the recipe (a path relative to the recipe folder)",
+        ) from e
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", file=str(p)) from e
     if not isinstance(data, dict):
@@ -38,20 +41,28 @@ def apply_overrides(config: Any, overrides: dict[str, Any], *, source: str) -> l
         name = "dtype" if key in ("torch_dtype", "dtype") else key
         if name == "dtype":
             if value not in DTYPES:
-                raise ConfigError(f"{value!r} is not a dtype name; use one of {', '.join(DTYPES)}",
-                                  file=source, key=key)
+                raise ConfigError(
+                    f"{value!r} is not a dtype name; use one of {', '.join(DTYPES)}", file=source, key=key
+                )
             old = getattr(config, "dtype", None)
-            setattr(config, "dtype", getattr(torch, value))
+            config.dtype = getattr(torch, value)
             changes.append(f"{key}: {old} -> {value}")
             continue
         if not hasattr(config, name):
             valid = sorted(k for k in config.to_dict() if not k.startswith("_"))
-            raise ConfigError(f"unknown key for a {type(config).__name__}; valid keys: {', '.join(valid)}",
-                              file=source, key=key)
+            raise ConfigError(
+                f"unknown key for a {type(config).__name__}; valid keys: {', '.join(valid)}",
+                file=source,
+                key=key,
+            )
         old = getattr(config, name)
         if old is not None and not _same_type(old, value):
-            raise ConfigError(f"{value!r} is a {type(value).__name__}, the config's value {old!r} is a "
-                              f"{type(old).__name__}", file=source, key=key)
+            raise ConfigError(
+                f"{value!r} is a {type(value).__name__}, the config's value {old!r} is a "
+                f"{type(old).__name__}",
+                file=source,
+                key=key,
+            )
         setattr(config, name, value)
         changes.append(f"{key}: {old!r} -> {value!r}")
     return changes

@@ -20,8 +20,12 @@ def make_scheduler(optimizer, train):
     from torch.optim.lr_scheduler import LambdaLR
 
     def factor(step: int) -> float:
-        return lr_at(step, lr=train.lr, min_lr=train.min_lr, warmup=train.warmup_steps,
-                     max_steps=train.max_steps) / train.lr
+        return (
+            lr_at(
+                step, lr=train.lr, min_lr=train.min_lr, warmup=train.warmup_steps, max_steps=train.max_steps
+            )
+            / train.lr
+        )
 
     return LambdaLR(optimizer, factor)
 
@@ -31,8 +35,10 @@ def make_optimizer(model, train, device_type: str):
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": train.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": train.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     kwargs = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
     try:
         return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.95), eps=1e-8, **kwargs)

@@ -79,8 +79,8 @@ class SlurmScheduler(Scheduler):
             if jid not in ids:
                 continue
             out[jid] = JobStatus(jid, _state(fields.get("JobState", "")), _none(fields.get("Reason", "")),
-                                 fields.get("ExitCode"), _none(fields.get("NodeList", "")), fields.get("RunTime"),
-                                 fields.get("TimeLimit"), source="scontrol")
+                                 fields.get("ExitCode"), _none(fields.get("NodeList", "")),
+                                 fields.get("RunTime"), fields.get("TimeLimit"), source="scontrol")
         return out
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:

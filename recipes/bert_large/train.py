@@ -25,10 +25,12 @@ def main() -> None:
         raise SystemExit("bert_large runs under the deepspeed launcher (it needs --deepspeed_config)")
 
     # 1. Device and process group from the profile; DeepSpeed's init_distributed on top of it.
-    d = init_distributed(deepspeed=True, seed=t.seed)
+    d = init_distributed(deepspeed=True, seed=t.seed, threads=t.threads_per_rank)
     log = (lambda msg: print(f"[bert] {msg}", flush=True)) if d.is_main else (lambda msg: None)
-    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
-        f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}")
+    log(
+        f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
+        f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}"
+    )
 
     # 2. Tokenizer (WordPiece) and BertForMaskedLM: staged (full) or generated and cached (tiny).
     tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
@@ -40,8 +42,11 @@ def main() -> None:
     # 3. Data: blocks of seq_len tokens (each record is [CLS] ... [SEP]), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
     batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed,
-                                 shuffle=False) if "validation" in blocks else None)
+    eval_batches = (
+        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
+        if "validation" in blocks
+        else None
+    )
 
     # 4. Masking: 15% of the tokens; the generator is seeded from (seed, rank, step, micro-step), so
     #    a resumed run masks exactly as an uninterrupted one. Eval (step -1) masks the same every time.
@@ -54,8 +59,17 @@ def main() -> None:
     eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config)
 
     # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
-    train(job=j, d=d, engine=eng, batches=batches, eval_batches=eval_batches, make_inputs=make_inputs,
-          writer=metrics.MetricsWriter(j.run_dir, d.rank), flops_per_token=flops, log=log)
+    train(
+        job=j,
+        d=d,
+        engine=eng,
+        batches=batches,
+        eval_batches=eval_batches,
+        make_inputs=make_inputs,
+        writer=metrics.MetricsWriter(j.run_dir, d.rank),
+        flops_per_token=flops,
+        log=log,
+    )
     d.barrier()
     log("done")
 

@@ -11,10 +11,10 @@ The runtime library (hpclaunch/runtime) supplies the device and collective backe
 assets from the offline store, the data pipeline, the training loop, metrics and checkpoints.
 """
 
+from hpclaunch.precision import precision_for
 from hpclaunch.runtime import build, data, engine, job, metrics
 from hpclaunch.runtime.distributed import init_distributed
 from hpclaunch.runtime.loop import train
-from hpclaunch.precision import precision_for
 
 
 def main() -> None:
@@ -24,10 +24,10 @@ def main() -> None:
     use_deepspeed = j.deepspeed_config is not None  # the deepspeed launcher passes --deepspeed_config
 
     # 1. Device and process group: cuda/nccl, musa/mccl, npu/hccl or cpu/gloo, from the profile.
-    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed)
+    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed, threads=t.threads_per_rank)
     log = (lambda msg: print(f"[gpt2] {msg}", flush=True)) if d.is_main else (lambda msg: None)
-    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
-        f"{'DeepSpeed ZeRO-%d' % spec.recipe.deepspeed.zero_stage if use_deepspeed else 'DDP'}")
+    how = f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}" if use_deepspeed else "DDP"
+    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")
 
     # 2. Tokenizer and model: staged in the store (full) or generated and cached there (tiny).
     tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
@@ -39,8 +39,11 @@ def main() -> None:
     # 3. Data: tokenized and grouped into blocks of seq_len once (cached), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
     batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed,
-                                 shuffle=False) if "validation" in blocks else None)
+    eval_batches = (
+        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
+        if "validation" in blocks
+        else None
+    )
 
     # 4. Causal LM: the labels are the inputs (the model shifts them by one).
     def make_inputs(block, step, micro):
@@ -54,8 +57,17 @@ def main() -> None:
         eng = engine.TorchEngine(model, t, d, precision_for(spec), spec.grad_accum)
 
     # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
-    train(job=j, d=d, engine=eng, batches=batches, eval_batches=eval_batches, make_inputs=make_inputs,
-          writer=metrics.MetricsWriter(j.run_dir, d.rank), flops_per_token=flops, log=log)
+    train(
+        job=j,
+        d=d,
+        engine=eng,
+        batches=batches,
+        eval_batches=eval_batches,
+        make_inputs=make_inputs,
+        writer=metrics.MetricsWriter(j.run_dir, d.rank),
+        flops_per_token=flops,
+        log=log,
+    )
     d.barrier()
     log("done")
 

@@ -241,7 +241,8 @@ def main() -> int:
                 out.flush()
         digest = checksum(net)
         print(f"param_checksum: {digest}", flush=True)
-        out.write(json.dumps({"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}) + "\n")
+        end = {"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}
+        out.write(json.dumps(end) + "\n")
     if rank == 0:
         ckpt = run_dir / "checkpoints"
         ckpt.mkdir(parents=True, exist_ok=True)

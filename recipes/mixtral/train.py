@@ -23,10 +23,12 @@ def main() -> None:
         raise SystemExit("mixtral runs under the deepspeed launcher (it needs --deepspeed_config)")
 
     # 1. Device and process group from the profile; DeepSpeed's init_distributed on top of it.
-    d = init_distributed(deepspeed=True, seed=t.seed)
+    d = init_distributed(deepspeed=True, seed=t.seed, threads=t.threads_per_rank)
     log = (lambda msg: print(f"[mixtral] {msg}", flush=True)) if d.is_main else (lambda msg: None)
-    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
-        f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}")
+    log(
+        f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
+        f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}"
+    )
 
     # 2. Tokenizer and MixtralForCausalLM; override_config.json applied to the config first.
     tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
@@ -38,8 +40,11 @@ def main() -> None:
     # 3. Data: blocks of seq_len tokens, sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
     batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed,
-                                 shuffle=False) if "validation" in blocks else None)
+    eval_batches = (
+        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
+        if "validation" in blocks
+        else None
+    )
 
     def make_inputs(block, step, micro):
         ids = block.to(d.device, non_blocking=True)
@@ -47,11 +52,22 @@ def main() -> None:
 
     # 4. ZeRO-3 with the MoE blocks kept whole (deepspeed.leaf_modules in the recipe).
     flops = metrics.flops_per_token(model, t.seq_len)
-    eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config, leaf_modules=spec.recipe.deepspeed.leaf_modules)
+    eng = engine.DeepSpeedEngine(
+        model, t, d, j.deepspeed_config, leaf_modules=spec.recipe.deepspeed.leaf_modules
+    )
 
     # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
-    train(job=j, d=d, engine=eng, batches=batches, eval_batches=eval_batches, make_inputs=make_inputs,
-          writer=metrics.MetricsWriter(j.run_dir, d.rank), flops_per_token=flops, log=log)
+    train(
+        job=j,
+        d=d,
+        engine=eng,
+        batches=batches,
+        eval_batches=eval_batches,
+        make_inputs=make_inputs,
+        writer=metrics.MetricsWriter(j.run_dir, d.rank),
+        flops_per_token=flops,
+        log=log,
+    )
     d.barrier()
     log("done")
 

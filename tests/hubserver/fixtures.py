@@ -46,12 +46,23 @@ class AssetEnv:
     store: Path
     run: Callable[..., Result]
 
-    def profile(self, name: str = "hubtest", *, store: Path | None = None, mirror: str | None = None,
-                endpoints: tuple[str, ...] = ()) -> str:
-        data = {"description": "asset tests", "scheduler": "local", "accelerator": "cpu", "backend": "gloo",
-                "default_partition": "local",
-                "partitions": {"local": {"gpus_per_node": 2, "cpus_per_node": 2, "max_nodes": 1, "gres": None}},
-                "assets": {"store": str(store or self.store), "mirror": mirror, "endpoints": list(endpoints)}}
+    def profile(
+        self,
+        name: str = "hubtest",
+        *,
+        store: Path | None = None,
+        mirror: str | None = None,
+        endpoints: tuple[str, ...] = (),
+    ) -> str:
+        data = {
+            "description": "asset tests",
+            "scheduler": "local",
+            "accelerator": "cpu",
+            "backend": "gloo",
+            "default_partition": "local",
+            "partitions": {"local": {"gpus_per_node": 2, "cpus_per_node": 2, "max_nodes": 1, "gres": None}},
+            "assets": {"store": str(store or self.store), "mirror": mirror, "endpoints": list(endpoints)},
+        }
         (self.root / "cluster_profiles").mkdir(parents=True, exist_ok=True)
         (self.root / "cluster_profiles" / f"{name}.yaml").write_text(yaml.safe_dump(data))
         return name
@@ -60,8 +71,13 @@ class AssetEnv:
         folder = self.root / "recipes" / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "train.py").write_text("print('hello')\n")
-        data: dict = {"description": "hub assets", "script": "train.py", "launcher": "torchrun", "layout": "1n1g",
-                      "time": "00:05:00"}
+        data: dict = {
+            "description": "hub assets",
+            "script": "train.py",
+            "launcher": "torchrun",
+            "layout": "1n1g",
+            "time": "00:05:00",
+        }
         if model:
             data["model"] = {"repo": model}
             data["tokenizer"] = {"repo": model}

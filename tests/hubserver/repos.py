@@ -19,10 +19,10 @@ def synthetic_model(root: Path, repo_id: str = "tiny-org/tiny-model", weight_byt
     _write(folder / "config.json", json.dumps({"model_type": "gpt2", "n_layer": 1}))
     _write(folder / "generation_config.json", "{}")
     _write(folder / "model.safetensors", rnd)
-    _write(folder / "pytorch_model.bin", rnd[::-1])          # skipped: safetensors preferred
-    _write(folder / "tf_model.h5", os.urandom(70_000))         # skipped
+    _write(folder / "pytorch_model.bin", rnd[::-1])  # skipped: safetensors preferred
+    _write(folder / "tf_model.h5", os.urandom(70_000))  # skipped
     _write(folder / "flax_model.msgpack", os.urandom(70_000))  # skipped
-    _write(folder / "onnx" / "model.onnx", os.urandom(1000))   # skipped
+    _write(folder / "onnx" / "model.onnx", os.urandom(1000))  # skipped
     _write(folder / "tokenizer.json", json.dumps({"version": "1.0", "model": {"type": "BPE"}}))
     _write(folder / "vocab.json", json.dumps({"a": 0, "b": 1}))
     _write(folder / "merges.txt", "#version: 0.2\na b\n")
@@ -65,8 +65,9 @@ def gpt2_model(root: Path, repo_id: str = "tiny-org/gpt2-tiny") -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<|endoftext|>"])
     tok.train_from_iterator(["to be or not to be that is the question"] * 50, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|endoftext|>",
-                                   bos_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
     fast.save_pretrained(folder)
     cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=64, vocab_size=len(fast))
     GPT2LMHeadModel(cfg).save_pretrained(folder)  # model.safetensors + config.json

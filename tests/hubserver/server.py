@@ -88,7 +88,13 @@ class HubServer:
 
     def __init__(self, root: Path | str, port: int = 0):
         self.root = Path(root)
-        self.faults: dict[str, dict] = {"drop": {}, "error500": {}, "wrong_size": {}, "corrupt": {}, "slow": {}}
+        self.faults: dict[str, dict] = {
+            "drop": {},
+            "error500": {},
+            "wrong_size": {},
+            "corrupt": {},
+            "slow": {},
+        }
         self.requests: list[tuple[str, str]] = []
         self._repos: dict[tuple[str, str], Repo] = {}
         self._lock = threading.Lock()
@@ -165,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.requests.append((self.command, path))
         try:
             if path.startswith("/api/"):
-                self._api(path[len("/api/"):])
+                self._api(path[len("/api/") :])
             elif "/resolve/" in path:
                 self._resolve(path.lstrip("/"))
             else:
@@ -190,8 +196,14 @@ class _Handler(BaseHTTPRequestHandler):
         if rev not in ("main", repo.sha):
             return self._error(404, "RevisionNotFound", f"Revision {rev} not found")
         if verb == "/revision/":
-            return self._json({"id": repo_id, "sha": repo.sha, "private": False,
-                               "siblings": [{"rfilename": p} for p in repo.files]})
+            return self._json(
+                {
+                    "id": repo_id,
+                    "sha": repo.sha,
+                    "private": False,
+                    "siblings": [{"rfilename": p} for p in repo.files],
+                }
+            )
         tree, dirs = [], set()
         for p, ids in repo.files.items():
             parts = p.split("/")
@@ -209,7 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _resolve(self, rest: str) -> None:
         kind = "model"
         if rest.startswith("datasets/"):
-            kind, rest = "dataset", rest[len("datasets/"):]
+            kind, rest = "dataset", rest[len("datasets/") :]
         repo_id, _, tail = rest.partition("/resolve/")
         rev, _, fpath = tail.partition("/")
         repo = self.hub.repo(kind, repo_id)
@@ -225,8 +237,12 @@ class _Handler(BaseHTTPRequestHandler):
         size = ids["size"]
         lfs = size > LFS_THRESHOLD
         etag = ids["sha256"] if lfs else ids["git"]
-        headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": repo.sha,
+            "ETag": f'"{etag}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         if lfs:
             headers.update({"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(size)})
         if self.command == "HEAD":
@@ -239,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         start = 0
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes="):
-            start = int(rng[len("bytes="):].split("-")[0] or 0)
+            start = int(rng[len("bytes=") :].split("-")[0] or 0)
         length = size - start
         if self.hub.take_fault("wrong_size", fpath):
             length = max(0, length // 2)

@@ -28,15 +28,32 @@ from hpclaunch.rundir import with_recipe_copy
 REPO = Path(__file__).resolve().parents[2]
 
 # Any text a shell variable can hold (no NUL), biased towards shell metacharacters.
-_META = st.sampled_from(list("'\"\\$`;&|<>(){}[]*?!#~ \t\n\r%^=") + ["$(touch PWNED)", "`touch PWNED`", "é", "猫",
-                                                                      "\u2028", "${HOME}", "\\n"])
-TEXT = st.lists(st.one_of(_META, st.characters(exclude_categories=("Cs",), exclude_characters="\x00")),
-                min_size=1, max_size=12).map("".join)
+_META = st.sampled_from(
+    list("'\"\\$`;&|<>(){}[]*?!#~ \t\n\r%^=")
+    + ["$(touch PWNED)", "`touch PWNED`", "é", "猫", "\u2028", "${HOME}", "\\n"]
+)
+TEXT = st.lists(
+    st.one_of(_META, st.characters(exclude_categories=("Cs",), exclude_characters="\x00")),
+    min_size=1,
+    max_size=12,
+).map("".join)
 # A single path segment: no slash, not . or ..
 SEGMENT = TEXT.filter(lambda s: "/" not in s and s not in (".", "..") and len(s.encode()) < 200)
 
-HOSTILE = ["a'; echo foo", "a\n0", "$(touch PWNED)", "`touch PWNED`", "'; touch PWNED; '", '"; touch PWNED; "',
-           "x\\", "--rm -rf /", "$HOME ${HOME} $((1+1))", "é猫\u2028z", "-n", "*"]
+HOSTILE = [
+    "a'; echo foo",
+    "a\n0",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "'; touch PWNED; '",
+    '"; touch PWNED; "',
+    "x\\",
+    "--rm -rf /",
+    "$HOME ${HOME} $((1+1))",
+    "é猫\u2028z",
+    "-n",
+    "*",
+]
 
 
 def _bash_echo(values: list[str]) -> list[str]:
@@ -54,8 +71,12 @@ def test_quote_round_trips_through_bash(values):
 
 def test_shell_expr_expands_variables_and_refuses_the_rest():
     assert quote(ShellExpr("--node_rank=${SLURM_NODEID}")) == '"--node_rank=${SLURM_NODEID}"'
-    out = subprocess.run(["bash", "-c", "SLURM_NODEID=3; printf %s " + quote(ShellExpr("--r=${SLURM_NODEID}"))],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", "SLURM_NODEID=3; printf %s " + quote(ShellExpr("--r=${SLURM_NODEID}"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out == "--r=3"
     for bad in ['"', "`id`", "$(id)", "\\", "${X:-`id`}", "${X:-$(id)}", "${X}${"]:
         with pytest.raises(ValueError):
@@ -65,8 +86,8 @@ def test_shell_expr_expands_variables_and_refuses_the_rest():
 STUBS = {
     # records its argv and the values the job exported, then exits 0
     "python": '#!/bin/bash\nprintf "%s\\0" "$@" > "$STUB_OUT/python.args"\n'
-              'printf "%s\\0" "$HOSTILE_ENV" "$HPCLAUNCH_RUN_DIR" "$HPCLAUNCH_CONFIG" "$HPCLAUNCH_ASSET_STORE" '
-              '"${ACTIVATED-}" > "$STUB_OUT/python.env"\n',
+    'printf "%s\\0" "$HOSTILE_ENV" "$HPCLAUNCH_RUN_DIR" "$HPCLAUNCH_CONFIG" "$HPCLAUNCH_ASSET_STORE" '
+    '"${ACTIVATED-}" > "$STUB_OUT/python.env"\n',
     "module": '#!/bin/bash\nprintf "%s\\0" "$@" >> "$STUB_OUT/module.args"\n',
 }
 
@@ -86,17 +107,32 @@ def _read0(path: Path) -> list[str]:
 
 def _local_profile(env_value: str, modules: list[str], venv: str, store: str) -> Profile:
     data = yaml.safe_load((REPO / "cluster_profiles" / "local.yaml").read_text())
-    data.update(name="local", env={"HOSTILE_ENV": env_value}, modules={"load": modules},
-                python={"venv": venv}, assets={"store": store})
+    data.update(
+        name="local",
+        env={"HOSTILE_ENV": env_value},
+        modules={"load": modules},
+        python={"venv": venv},
+        assets={"store": store},
+    )
     return validate(Profile, data, file="local.yaml")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(env_value=TEXT, module=TEXT, arg=TEXT, run_name=SEGMENT, venv_name=SEGMENT)
-@example(env_value="a'; touch PWNED; echo '", module="$(touch PWNED)", arg="`touch PWNED`",
-         run_name="a'; echo foo", venv_name="a\n0")
-@example(env_value="a\n0 $HOME", module="x; touch PWNED", arg="'\"$(touch PWNED)\"'",
-         run_name="run\ntouch PWNED; #", venv_name="é猫 $(touch PWNED)")
+@example(
+    env_value="a'; touch PWNED; echo '",
+    module="$(touch PWNED)",
+    arg="`touch PWNED`",
+    run_name="a'; echo foo",
+    venv_name="a\n0",
+)
+@example(
+    env_value="a\n0 $HOME",
+    module="x; touch PWNED",
+    arg="'\"$(touch PWNED)\"'",
+    run_name="run\ntouch PWNED; #",
+    venv_name="é猫 $(touch PWNED)",
+)
 def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name, venv_name):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -109,9 +145,17 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
         store = str(root / "store") + "/" + run_name
         profile = _local_profile(env_value, [module], str(venv), store)
         recipe_dir = REPO / "tests" / "recipes" / "allreduce"
-        src = RecipeSource(dir=recipe_dir, file=recipe_dir / "recipe.yaml",
-                           data={"name": "allreduce", "script": "allreduce.py", "launcher": "torchrun",
-                                 "task": "test", "args": [arg]})
+        src = RecipeSource(
+            dir=recipe_dir,
+            file=recipe_dir / "recipe.yaml",
+            data={
+                "name": "allreduce",
+                "script": "allreduce.py",
+                "launcher": "torchrun",
+                "task": "test",
+                "args": [arg],
+            },
+        )
         spec = resolve_parts(profile, src, CliOverrides(layout="1n2g"))
         run_dir = root / "runs" / run_name
         job = render(with_recipe_copy(spec, run_dir), run_dir).script
@@ -123,18 +167,36 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")
         assert not list(root.rglob("PWNED")), "a value ran as a command"
         assert _read0(out / "module.args") == ["load", module]
-        assert _read0(out / "python.env") == [env_value, str(run_dir), f"{run_dir}/resolved.yaml", store, "yes"]
+        assert _read0(out / "python.env") == [
+            env_value,
+            str(run_dir),
+            f"{run_dir}/resolved.yaml",
+            store,
+            "yes",
+        ]
         assert _read0(out / "python.args") == [
-            "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--max-restarts=0",
-            "-m", "hpclaunch.runtime.rank_exec", f"{run_dir}/recipe/allreduce.py",
-            "--config", f"{run_dir}/resolved.yaml", arg]
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "--max-restarts=0",
+            "-m",
+            "hpclaunch.runtime.rank_exec",
+            f"{run_dir}/recipe/allreduce.py",
+            "--config",
+            f"{run_dir}/resolved.yaml",
+            arg,
+        ]
 
 
 @pytest.mark.parametrize("name", ["a'; echo foo", "a\n0", "$(id)", "a b", "`id`", "é"])
 def test_hostile_job_names_are_refused(name):
     recipe_dir = REPO / "tests" / "recipes" / "allreduce"
-    src = RecipeSource(dir=recipe_dir, file=recipe_dir / "recipe.yaml",
-                       data={"name": "allreduce", "script": "allreduce.py", "launcher": "torchrun"})
+    src = RecipeSource(
+        dir=recipe_dir,
+        file=recipe_dir / "recipe.yaml",
+        data={"name": "allreduce", "script": "allreduce.py", "launcher": "torchrun"},
+    )
     profile = _local_profile("x", [], "/venv", "/store")
     with pytest.raises(ConfigError, match="may hold only letters, digits and _ . \\+ -"):
         resolve_parts(profile, src, CliOverrides(name=name))

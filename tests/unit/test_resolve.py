@@ -12,12 +12,27 @@ LAYOUT_CASES = [
     pytest.param({"layout": "1n2g"}, {}, None, (), {}, "1n2g", id="profile-default"),
     pytest.param({"layout": "1n2g"}, {"layout": "2n4g"}, None, (), {}, "2n4g", id="recipe"),
     pytest.param({"layout": "1n2g"}, {"layout": "2n4g"}, {"layout": "3n2g"}, (), {}, "3n2g", id="preset"),
-    pytest.param({"layout": "1n2g"}, {"layout": "2n4g"}, {"layout": "3n2g"}, ("layout=4n1g",), {}, "4n1g",
-                 id="set"),
-    pytest.param({"layout": "1n2g"}, {"layout": "2n4g"}, {"layout": "3n2g"}, ("layout=4n1g",),
-                 {"layout": "2n8g"}, "2n8g", id="cli-layout"),
-    pytest.param({"layout": "1n2g"}, {"layout": "2n4g"}, {"layout": "3n2g"}, ("layout=4n1g",),
-                 {"layout": "2n8g", "nodes": 3}, "3n8g", id="cli-nodes-over-layout"),
+    pytest.param(
+        {"layout": "1n2g"}, {"layout": "2n4g"}, {"layout": "3n2g"}, ("layout=4n1g",), {}, "4n1g", id="set"
+    ),
+    pytest.param(
+        {"layout": "1n2g"},
+        {"layout": "2n4g"},
+        {"layout": "3n2g"},
+        ("layout=4n1g",),
+        {"layout": "2n8g"},
+        "2n8g",
+        id="cli-layout",
+    ),
+    pytest.param(
+        {"layout": "1n2g"},
+        {"layout": "2n4g"},
+        {"layout": "3n2g"},
+        ("layout=4n1g",),
+        {"layout": "2n8g", "nodes": 3},
+        "3n8g",
+        id="cli-nodes-over-layout",
+    ),
     pytest.param({}, {"layout": "2n4g"}, None, (), {"gpus_per_node": 1}, "2n1g", id="cli-gpus-over-recipe"),
 ]
 
@@ -27,12 +42,15 @@ def _resolve(write_profile, write_recipe, profile_defaults, recipe, preset, sets
     if preset is not None:
         recipe = {**recipe, "presets": {"p": preset}}
     folder = write_recipe({"script": "train.py", "launcher": "torchrun", "task": "test", **recipe})
-    return resolve(str(folder), str(prof),
-                   CliOverrides(preset="p" if preset is not None else None, sets=sets, **cli))
+    return resolve(
+        str(folder), str(prof), CliOverrides(preset="p" if preset is not None else None, sets=sets, **cli)
+    )
 
 
 @pytest.mark.parametrize("profile_defaults, recipe, preset, sets, cli, expected", LAYOUT_CASES)
-def test_layout_precedence(write_profile, write_recipe, profile_defaults, recipe, preset, sets, cli, expected):
+def test_layout_precedence(
+    write_profile, write_recipe, profile_defaults, recipe, preset, sets, cli, expected
+):
     spec = _resolve(write_profile, write_recipe, profile_defaults, recipe, preset, sets, cli)
     assert spec.layout == expected
     nodes, gpus = (int(x) for x in expected.rstrip("g").split("n"))
@@ -43,11 +61,27 @@ TIME_CASES = [
     pytest.param({}, {}, None, (), {}, "01:00:00", id="code-default"),
     pytest.param({"time": "02:00:00"}, {}, None, (), {}, "02:00:00", id="profile-default"),
     pytest.param({"time": "02:00:00"}, {"time": "03:00:00"}, None, (), {}, "03:00:00", id="recipe"),
-    pytest.param({"time": "02:00:00"}, {"time": "03:00:00"}, {"time": "04:00"}, (), {}, "00:04:00", id="preset"),
-    pytest.param({"time": "02:00:00"}, {"time": "03:00:00"}, {"time": "04:00"}, ("time=1-00",), {},
-                 "1-00:00:00", id="set"),
-    pytest.param({"time": "02:00:00"}, {"time": "03:00:00"}, {"time": "04:00"}, ("time=1-00",),
-                 {"time": "90"}, "01:30:00", id="cli"),
+    pytest.param(
+        {"time": "02:00:00"}, {"time": "03:00:00"}, {"time": "04:00"}, (), {}, "00:04:00", id="preset"
+    ),
+    pytest.param(
+        {"time": "02:00:00"},
+        {"time": "03:00:00"},
+        {"time": "04:00"},
+        ("time=1-00",),
+        {},
+        "1-00:00:00",
+        id="set",
+    ),
+    pytest.param(
+        {"time": "02:00:00"},
+        {"time": "03:00:00"},
+        {"time": "04:00"},
+        ("time=1-00",),
+        {"time": "90"},
+        "01:30:00",
+        id="cli",
+    ),
 ]
 
 
@@ -66,8 +100,14 @@ PARTITION_CASES = [
     pytest.param({"partition": "short"}, None, (), {}, "short", id="recipe"),
     pytest.param({"partition": "short"}, {"partition": "gpu"}, (), {}, "gpu", id="preset"),
     pytest.param({"partition": "gpu"}, {"partition": "gpu"}, ("partition=short",), {}, "short", id="set"),
-    pytest.param({"partition": "short"}, {"partition": "short"}, ("partition=short",), {"partition": "gpu"},
-                 "gpu", id="cli"),
+    pytest.param(
+        {"partition": "short"},
+        {"partition": "short"},
+        ("partition=short",),
+        {"partition": "gpu"},
+        "gpu",
+        id="cli",
+    ),
 ]
 
 
@@ -79,10 +119,22 @@ def test_partition_precedence(write_profile, write_recipe, recipe, preset, sets,
 TRAIN_CASES = [
     pytest.param({}, None, (), 3e-4, 8, id="code-default"),
     pytest.param({"train": {"lr": 0.1, "micro_batch_size": 2}}, None, (), 0.1, 2, id="recipe"),
-    pytest.param({"train": {"lr": 0.1, "micro_batch_size": 2}}, {"train": {"lr": 0.2}}, (), 0.2, 2,
-                 id="preset-merges-deeply"),
-    pytest.param({"train": {"lr": 0.1, "micro_batch_size": 2}}, {"train": {"lr": 0.2}},
-                 ("train.lr=3e-2", "train.micro_batch_size=5"), 0.03, 5, id="set"),
+    pytest.param(
+        {"train": {"lr": 0.1, "micro_batch_size": 2}},
+        {"train": {"lr": 0.2}},
+        (),
+        0.2,
+        2,
+        id="preset-merges-deeply",
+    ),
+    pytest.param(
+        {"train": {"lr": 0.1, "micro_batch_size": 2}},
+        {"train": {"lr": 0.2}},
+        ("train.lr=3e-2", "train.micro_batch_size=5"),
+        0.03,
+        5,
+        id="set",
+    ),
 ]
 
 
@@ -95,7 +147,9 @@ def test_train_value_precedence(write_profile, write_recipe, recipe, preset, set
 
 def test_default_preset_applies_unless_another_is_named(write_profile, write_recipe):
     prof = write_profile()
-    folder = write_recipe(default_preset="a", presets={"a": {"train": {"lr": 0.5}}, "b": {"train": {"lr": 0.7}}})
+    folder = write_recipe(
+        default_preset="a", presets={"a": {"train": {"lr": 0.5}}, "b": {"train": {"lr": 0.7}}}
+    )
     assert resolve(str(folder), str(prof)).recipe.train.lr == 0.5
     assert resolve(str(folder), str(prof)).preset == "a"
     assert resolve(str(folder), str(prof), CliOverrides(preset="b")).recipe.train.lr == 0.7
@@ -111,7 +165,9 @@ def test_jobspec_is_frozen_and_round_trips_through_yaml(write_profile, write_rec
 
     from hpclaunch.jobspec import is_jobspec_file, load_jobspec
 
-    spec = resolve(str(write_recipe()), str(write_profile()), CliOverrides(layout="2n4g", sets=("train.lr=0.01",)))
+    spec = resolve(
+        str(write_recipe()), str(write_profile()), CliOverrides(layout="2n4g", sets=("train.lr=0.01",))
+    )
     with pytest.raises(ValidationError):
         spec.nodes = 3  # type: ignore[misc]
     path = tmp_path / "resolved.yaml"

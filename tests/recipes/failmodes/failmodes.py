@@ -1,9 +1,9 @@
 """Fail on purpose, the way real training scripts fail, to test `hpclaunch logs --diagnose`.
 
-    --mode raise  --rank R   rank R raises a ValueError after the first all-reduce; the others wait in a barrier
-    --mode port              rank 0 holds a port, then asks torch.distributed to listen on it (EADDRINUSE)
-    --mode asset  --rank R   rank R loads a model from the Hub with the job's offline settings (not staged)
-    --mode metrics           no failure: rank 0 writes 20 steps of metrics to RUN_DIR/metrics/rank-0.jsonl
+--mode raise  --rank R   rank R raises a ValueError after the first all-reduce; the others wait in a barrier
+--mode port              rank 0 holds a port, then asks torch.distributed to listen on it (EADDRINUSE)
+--mode asset  --rank R   rank R loads a model from the Hub with the job's offline settings (not staged)
+--mode metrics           no failure: rank 0 writes 20 steps of metrics to RUN_DIR/metrics/rank-0.jsonl
 """
 
 import argparse
@@ -54,8 +54,15 @@ if args.mode == "metrics" and rank == 0:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a") as f:
         for step in range(1, 21):
-            rec = {"step": step, "loss": 5.0 / step, "lr": 1e-3 * min(1, step / 5), "grad_norm": 1.0 / step,
-                   "tokens_per_s": 1000.0 + step, "samples_per_s": 8.0, "peak_mem_bytes": 1 << 20}
+            rec = {
+                "step": step,
+                "loss": 5.0 / step,
+                "lr": 1e-3 * min(1, step / 5),
+                "grad_norm": 1.0 / step,
+                "tokens_per_s": 1000.0 + step,
+                "samples_per_s": 8.0,
+                "peak_mem_bytes": 1 << 20,
+            }
             f.write(json.dumps(rec) + "\n")
         f.write(json.dumps({"step": 20, "eval_loss": 0.3, "perplexity": 1.35}) + "\n")
 dist.barrier()

@@ -1,0 +1,144 @@
+"""msrun launcher and the gpt_mindspore recipe without a cluster: the parallel config is refused
+before queueing with the numbers in the message, the node command, the files written into the run
+directory, and the worker wrapper that keeps a failing worker's exit code (msrun keeps only 0/1).
+
+Golden scripts: tests/golden/msrun-*.sbatch are re-rendered by tests/test_golden.py::test_other_goldens.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.launchers.msrun import NODE_SCRIPT, WORKER_WRAPPER
+from hpclaunch.render.render import render
+from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.rundir import with_recipe_copy
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = str(REPO / "recipes" / "gpt_mindspore")
+GOLDEN = REPO / "tests" / "golden"
+
+
+def _submit_error(hpclaunch, *args: str) -> str:
+    result = hpclaunch("submit", RECIPE, "--dry-run", *args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return result.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--profile", "ascend-910", "--preset", "70b", "--layout", "2n8g"),
+     "model_parallel(8) x pipeline_stage(4) = 32 devices per model replica, but the layout has 16 devices"),
+    (("--profile", "local", "--preset", "tiny", "--set", "parallel.data_parallel=3"),
+     "data_parallel(3) x model_parallel(1) x pipeline_stage(1) = 3, but the layout has 2 devices"),
+    (("--profile", "ascend-910", "--layout", "1n8g", "--set", "parallel.pipeline_stage=4",
+      "--set", "parallel.micro_batch_num=2"),
+     "micro_batch_num(2) must be at least pipeline_stage(4)"),
+    (("--profile", "ascend-910", "--layout", "1n8g", "--set", "parallel.model_parallel=8",
+      "--set", "model.config.num_attention_heads=12"),
+     "model_parallel(8) does not divide num_attention_heads(12)"),
+    (("--profile", "local", "--preset", "tiny", "--set", "parallel.pipeline_stage=2",
+      "--set", "parallel.micro_batch_num=2", "--set", "model.config.num_layers=1"),
+     "pipeline_stage(2) is more than num_layers(1)"),
+])
+def test_parallel_config_is_refused_before_queueing(hpclaunch, hpc_home, args, expected):
+    err = _submit_error(hpclaunch, *args)
+    assert expected in err
+    assert "hint:" in err
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+
+
+def test_good_parallel_configs_resolve(hpc_home):
+    spec = resolve(RECIPE, "ascend-910", CliOverrides(preset="70b", layout="8n8g"))
+    assert (spec.data_parallel, spec.world_size) == (2, 64)
+    spec = resolve(RECIPE, "ascend-910", CliOverrides(layout="2n8g"))
+    assert spec.preset == "7b" and spec.data_parallel == 16
+    assert spec.recipe.model.config["num_layers"] == 32 and spec.recipe.train.adam_betas == (0.9, 0.95)
+
+
+def _rendered(hpc_home, profile="dev-slurm", preset="tiny", layout="2n2g"):
+    run_dir = Path("/runs/msrun")
+    spec = with_recipe_copy(resolve(RECIPE, profile, CliOverrides(preset=preset, layout=layout)), run_dir)
+    return spec, render(spec, run_dir)
+
+
+def test_one_msrun_per_node_with_slurm_node_rank(hpc_home):
+    spec, rendered = _rendered(hpc_home)
+    script = rendered.script
+    assert spec.recipe.python_env == "mindspore"
+    assert "source /opt/hpclaunch-venvs/mindspore/bin/activate" in script
+    assert "srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1" in script
+    for word in ("msrun --worker_num=4 --local_worker_num=2", '"--master_addr=${MASTER_IP}"',
+                 '"--master_port=${MASTER_PORT}"', '"--node_rank=${SLURM_NODEID:-0}"',
+                 '"--log_dir=${HPCLAUNCH_LOG_DIR}/msrun/node${SLURM_NODEID:-0}.restart-${HPCLAUNCH_RESTART}"',
+                 "--join=True", "--cluster_time_out=300",
+                 f"/runs/msrun/{NODE_SCRIPT} msrun",
+                 f"/runs/msrun/{WORKER_WRAPPER} /runs/msrun/recipe/train.py",
+                 "--config /runs/msrun/resolved.yaml"):
+        assert word in script, word
+    assert set(rendered.files) >= {NODE_SCRIPT, WORKER_WRAPPER, "job.sbatch", "resolved.yaml"}
+
+
+def test_ascend_makes_npus_visible_and_uses_recipe_timeout(hpc_home):
+    _, rendered = _rendered(hpc_home, "ascend-910", "7b", "2n8g")
+    assert 'export ASCEND_RT_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1,2,3,4,5,6,7}"' in rendered.script
+    assert "msrun --worker_num=16 --local_worker_num=8" in rendered.script
+    assert "--cluster_time_out=7200" in rendered.script
+    assert "conda activate mindspore" in rendered.script
+
+
+def test_node_script_is_valid_bash_and_cleans_up_by_tag(hpc_home):
+    _, rendered = _rendered(hpc_home)
+    node = rendered.files[NODE_SCRIPT]
+    proc = subprocess.run(["bash", "-n"], input=node, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "trap 'cleanup; code=$(peer_failure); exit \"${code:-143}\"' TERM" in node
+    assert 'kill -INT "$MSRUN_PID"' in node
+    assert "HPCLAUNCH_MSRUN_TAG" in node
+
+
+def test_msrun_goldens_exist_for_ascend():
+    for name in ("msrun-ascend-910-1n8g", "msrun-ascend-910-2n8g"):
+        text = (GOLDEN / f"{name}.sbatch").read_text()
+        assert "launcher msrun" in text.splitlines()[1]
+
+
+def _wrapper(tmp_path: Path, hpc_home) -> Path:
+    _, rendered = _rendered(hpc_home)
+    path = tmp_path / WORKER_WRAPPER
+    path.write_text(rendered.files[WORKER_WRAPPER])
+    return path
+
+
+@pytest.mark.parametrize("body, code", [("import sys; sys.exit(7)", 7), ("raise ValueError('boom')", 1),
+                                        ("print('ok')", 0)])
+def test_worker_wrapper_records_a_failing_workers_code(tmp_path, hpc_home, body, code):
+    wrapper = _wrapper(tmp_path, hpc_home)
+    script = tmp_path / "script.py"
+    script.write_text(f"import sys\nassert sys.argv[1:] == ['--x', '1']\n{body}\n")
+    env = {**os.environ, "MS_ROLE": "MS_WORKER", "RANK_ID": "3", "HPCLAUNCH_MSRUN_STATUS_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, str(wrapper), str(script), "--x", "1"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == code, proc.stderr
+    status = tmp_path / "worker_3.exit"
+    if code:
+        assert status.read_text().split() == ["3", str(code)]
+        assert f"WorkerExitError: msrun worker rank 3 exited with code {code}" in proc.stderr
+    else:
+        assert not status.exists()
+
+
+def test_worker_wrapper_ignores_the_scheduler(tmp_path, hpc_home):
+    wrapper = _wrapper(tmp_path, hpc_home)
+    script = tmp_path / "script.py"
+    script.write_text("import sys; sys.exit(5)\n")
+    env = {**os.environ, "MS_ROLE": "MS_SCHED", "RANK_ID": "0", "HPCLAUNCH_MSRUN_STATUS_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, str(wrapper), str(script)], env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 5
+    assert not list(tmp_path.glob("*.exit"))

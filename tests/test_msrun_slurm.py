@@ -1,0 +1,135 @@
+"""gpt_mindspore under msrun on the dev Slurm cluster (CPU, 2 nodes x 2 workers, each node in its own
+network namespace so only node 0 starts msrun's scheduler): it trains (loss falls, every rank ends
+with the same parameters), a failing worker makes the job FAILED with the worker's own exit code, and
+`hpclaunch cancel` leaves no msrun, scheduler or worker process behind.
+
+Needs the MindSpore venv: scripts/install-mindspore.sh. Minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.schedulers import get_scheduler
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = str(REPO / "recipes" / "gpt_mindspore")
+VENV = Path("/opt/hpclaunch-venvs/mindspore")
+
+pytestmark = [
+    pytest.mark.slurm, pytest.mark.slow,
+    pytest.mark.skipif(not (VENV / "bin" / "msrun").exists(), reason="run scripts/install-mindspore.sh"),
+]
+
+
+@pytest.fixture
+def hpc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Like conftest's, but outside pytest's tmp folders: other sessions' pytest runs on this machine
+    prune those while a job may still be writing into its run directory."""
+    home = Path(tempfile.mkdtemp(prefix="hpclaunch-msrun-test-", dir="/tmp"))
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(home))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(REPO / "tests"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _submit(hpclaunch, *extra: str) -> tuple[str, Path]:
+    result = hpclaunch("submit", RECIPE, "--profile", "dev-slurm", "--preset", "tiny", "--nodes", "2",
+                       "--gpus-per-node", "2", *extra)
+    assert result.exit_code == 0, result.output
+    job_id = re.search(r"submitted job (\d+)", result.output)[1]
+    run_dir = Path(re.search(r"run directory: (\S+)", result.output)[1])
+    return job_id, run_dir
+
+
+def _wait(job_id: str, timeout: float = 600):
+    slurm = get_scheduler("slurm")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = slurm.status([job_id]).get(job_id)
+        if st is not None and st.finished:
+            return st
+        time.sleep(3)
+    subprocess.run(["scancel", job_id], check=False)
+    pytest.fail(f"job {job_id} did not finish within {timeout} s")
+
+
+def _worker_logs(run_dir: Path) -> dict[int, str]:
+    logs = {}
+    for path in (run_dir / "logs" / "msrun").glob("node*.restart-0/worker_*.log"):
+        logs[int(path.stem.split("_")[1])] = path.read_text(errors="replace")
+    return logs
+
+
+def _leftovers(run_dir: Path) -> list[str]:
+    proc = subprocess.run(["pgrep", "-af", str(run_dir)], capture_output=True, text=True)
+    return [line for line in proc.stdout.splitlines() if "pgrep" not in line]
+
+
+def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
+    job_id, run_dir = _submit(hpclaunch)
+    st = _wait(job_id)
+    assert st.state == "COMPLETED", (st, (run_dir / "logs" / f"job.{job_id}.out").read_text()[-3000:])
+    logs = _worker_logs(run_dir)
+    assert sorted(logs) == [0, 1, 2, 3]
+    assert (run_dir / "logs/msrun/node0.restart-0/scheduler.log").is_file()
+    assert not (run_dir / "logs/msrun/node1.restart-0/scheduler.log").exists()  # node1 is not the master
+    sums = set()
+    for rank, text in logs.items():
+        losses = [float(x) for x in re.findall(r"train: Step:\d+/\d+, Loss: ([\d.]+)", text)]
+        assert len(losses) >= 3, text[-2000:]
+        assert losses[-1] < losses[0] - 1.0, (rank, losses)
+        assert "Time: " in text and "Tokens/s: " in text
+        sums.add(re.search(r"param_checksum: ([0-9a-f]{64})", text)[1])
+        lines = (run_dir / "metrics" / f"rank-{rank}.jsonl").read_text().splitlines()
+        metrics = [json.loads(line) for line in lines]
+        assert metrics[-1]["event"] == "end" and metrics[0]["loss"] > metrics[-2]["loss"]
+    assert len(sums) == 1, sums  # data parallel: every rank holds the same parameters
+    assert (run_dir / "checkpoints" / "gpt-final.ckpt").is_file()
+    assert not _leftovers(run_dir)
+
+
+def test_failing_worker_fails_the_job_with_its_code(hpclaunch):
+    fail = "args=[--fail-rank, '3', --fail-step, '2', --fail-code, '7']"
+    job_id, run_dir = _submit(hpclaunch, "--set", fail)
+    st = _wait(job_id)
+    out = (run_dir / "logs" / f"job.{job_id}.out").read_text(errors="replace")
+    assert st.state == "FAILED", (st, out[-3000:])
+    if st.exit_code:
+        assert st.exit_code.split(":")[0] == "7", st
+    assert "msrun worker rank 3 on node 1 failed with exit code 7" in out
+    assert "worker_3.log" in out
+    diagnosis = hpclaunch("logs", job_id, "--diagnose")
+    assert "rank 3" in diagnosis.output, diagnosis.output
+    assert not _leftovers(run_dir)
+
+
+def test_cancel_leaves_no_msrun_scheduler_or_worker(hpclaunch):
+    job_id, run_dir = _submit(hpclaunch, "--set", "train.max_steps=2000")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        logs = _worker_logs(run_dir)
+        if len(logs) == 4 and all("train: Step:1/" in t for t in logs.values()):
+            break
+        time.sleep(3)
+    else:
+        subprocess.run(["scancel", job_id], check=False)
+        pytest.fail("the workers did not start training within 300 s")
+    assert len(_leftovers(run_dir)) >= 5  # msrun x2, scheduler, 4 workers are running
+    result = hpclaunch("cancel", job_id)
+    assert result.exit_code == 0, result.output
+    st = _wait(job_id, timeout=120)
+    assert st.state == "CANCELLED"
+    deadline = time.monotonic() + 30
+    while _leftovers(run_dir) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not _leftovers(run_dir), _leftovers(run_dir)

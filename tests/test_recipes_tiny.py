@@ -1,0 +1,221 @@
+"""The bundled recipes' `tiny` presets, trained for real (2 CPU ranks, gloo) through `hpclaunch submit
+--follow` on the `local` profile, and on the dev Slurm cluster (2 nodes x 2 ranks) when it is up.
+
+What a user checks: the job completes, its loss falls, its metrics have every field; GPT-2 gives the
+same loss per step under torchrun/DDP and DeepSpeed ZeRO-1/2; a run stopped after step k and
+restarted in the same run directory gives the losses of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIELDS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_mem_bytes", "mfu"}
+# Short runs: a loss logged every step, no intermediate checkpoint.
+QUICK = ("--set", "train.log_every=1", "--set", "train.save_every=0", "--set", "train.eval_steps=2")
+
+
+def submit(
+    home: Path,
+    recipe: str,
+    *sets: str,
+    profile: str = "local",
+    env: dict | None = None,
+    extra: tuple[str, ...] = (),
+) -> Path:
+    """`hpclaunch submit recipes/R --preset tiny --follow` as a user runs it; returns the run dir."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpclaunch.cli.main",
+        "submit",
+        str(REPO / "recipes" / recipe),
+        "--profile",
+        profile,
+        "--preset",
+        "tiny",
+        *extra,
+        *sets,
+        "--follow",
+    ]
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HPCLAUNCH_HOME": str(home), **(env or {})},
+    )
+    run_dir = re.search(r"run directory: (\S+)", proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert run_dir, proc.stdout
+    return Path(run_dir.group(1))
+
+
+def records(run_dir: Path, kind: str = "train", rank: int = 0) -> list[dict]:
+    path = run_dir / "metrics" / f"rank-{rank}.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == kind]
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in records(run_dir)}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hpclaunch-home")
+
+
+@pytest.fixture(scope="module")
+def gpt2_ddp(home) -> Path:
+    """GPT-2 tiny, torchrun + DDP, 8 steps: the reference of the parity and resume tests."""
+    return submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK)
+
+
+def check_trained(run_dir: Path, world: int = 2) -> None:
+    for rank in range(world):
+        train = records(run_dir, rank=rank)
+        assert train, f"rank {rank} wrote no metrics"
+        for r in train:
+            assert FIELDS <= r.keys(), FIELDS - r.keys()
+            assert r["mfu"] is None  # CPU: no peak FLOPs known
+            assert r["tokens_per_s"] > 0 and r["peak_mem_bytes"] > 0 and r["world_size"] == world
+    train = records(run_dir)
+    assert train[-1]["loss"] < train[0]["loss"] - 0.05, [r["loss"] for r in train]
+    (ev,) = records(run_dir, "eval")
+    assert ev["perplexity"] == pytest.approx(2.718281828 ** ev["eval_loss"], rel=1e-6)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [f"step-{train[-1]['step']:08d}"]
+
+
+def test_gpt2_tiny_trains_under_ddp(gpt2_ddp):
+    check_trained(gpt2_ddp)
+    log = (gpt2_ddp / "logs" / "rank-0.restart-0.log").read_text()
+    assert "2 rank(s) on cpu/gloo" in log and "DDP" in log
+
+
+@pytest.mark.parametrize("recipe", ["bert_large", "mixtral"])
+def test_deepspeed_tiny_recipe_trains(home, recipe):
+    run_dir = submit(
+        home,
+        recipe,
+        "--set",
+        "train.max_steps=10",
+        "--set",
+        "train.log_every=2",
+        "--set",
+        "train.save_every=0",
+        "--set",
+        "train.eval_steps=2",
+    )
+    check_trained(run_dir)
+    assert "DeepSpeed ZeRO-3" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_gpt2_parity_ddp_vs_deepspeed_zero(home, gpt2_ddp, stage):
+    run_dir = submit(
+        home,
+        "gpt2",
+        "--set",
+        "train.max_steps=8",
+        *QUICK,
+        "--set",
+        "launcher=deepspeed",
+        "--set",
+        f"deepspeed.zero_stage={stage}",
+    )
+    assert f"DeepSpeed ZeRO-{stage}" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+    ddp, ds = losses(gpt2_ddp), losses(run_dir)
+    assert ddp.keys() == ds.keys() == set(range(1, 9))
+    for step in ddp:
+        assert abs(ddp[step] - ds[step]) < 1e-4, (step, ddp[step], ds[step])
+
+
+def test_gpt2_stopped_and_restarted_gives_the_uninterrupted_losses(home, gpt2_ddp):
+    # HPCLAUNCH_STOP_AT_STEP makes the loop act as on SIGUSR1/SIGTERM: save at step 4 and exit 0.
+    run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, env={"HPCLAUNCH_STOP_AT_STEP": "4"})
+    assert sorted(losses(run_dir)) == [1, 2, 3, 4]
+    assert (run_dir / "checkpoints" / "step-00000004").is_dir()
+    # The requeue: the same job script in the same run directory, restart count 1.
+    env = {k: v for k, v in os.environ.items() if k != "HPCLAUNCH_STOP_AT_STEP"}
+    env.update(SLURM_JOB_ID="requeued", SLURM_RESTART_COUNT="1", HPCLAUNCH_HOME=str(home))
+    proc = subprocess.run(
+        ["bash", str(run_dir / "job.sbatch")],
+        cwd=run_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resumed from" in (run_dir / "logs" / "rank-0.restart-1.log").read_text()
+    resumed, reference = losses(run_dir), losses(gpt2_ddp)
+    assert sorted(resumed) == list(range(1, 9))
+    for step in reference:
+        assert abs(resumed[step] - reference[step]) < 1e-6, (step, resumed[step], reference[step])
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("recipe", ["gpt2", "bert_large", "mixtral"])
+def test_tiny_recipe_on_dev_slurm_2_nodes(home, recipe):
+    run_dir = submit(
+        home,
+        recipe,
+        "--set",
+        "train.max_steps=10",
+        "--set",
+        "train.log_every=2",
+        "--set",
+        "train.save_every=0",
+        "--set",
+        "train.eval_steps=2",
+        profile="dev-slurm",
+        extra=("--nodes", "2", "--gpus-per-node", "2"),
+    )
+    check_trained(run_dir, world=4)
+
+
+def test_sigterm_saves_a_checkpoint_and_stops(home):
+    """What Slurm does before a time limit or preemption: the ranks get SIGTERM (here from `hpclaunch
+    cancel`, which signals the local job's process group), save at the next log step and stop."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpclaunch.cli.main",
+        "submit",
+        str(REPO / "recipes" / "gpt2"),
+        "--profile",
+        "local",
+        "--preset",
+        "tiny",
+        "--set",
+        "train.max_steps=5000",
+        "--set",
+        "train.log_every=5",
+        "--set",
+        "train.save_every=0",
+    ]
+    env = {**os.environ, "HPCLAUNCH_HOME": str(home)}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    run_dir = Path(re.search(r"run directory: (\S+)", out).group(1))
+    job_id = re.search(r"submitted job (\S+)", out).group(1)
+    metrics = run_dir / "metrics" / "rank-0.jsonl"
+    deadline = time.time() + 180
+    while not (metrics.is_file() and metrics.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.5)
+    subprocess.run(
+        [sys.executable, "-m", "hpclaunch.cli.main", "cancel", job_id], env=env, check=True, timeout=60
+    )
+    log = (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+    assert "got signal SIGTERM" in log and "stopped at step" in log
+    (ckpt,) = (run_dir / "checkpoints").iterdir()
+    step = int(ckpt.name.split("-")[1])
+    assert step % 5 == 0 and step < 5000 and max(r["step"] for r in records(run_dir)) == step
