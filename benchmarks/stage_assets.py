@@ -138,8 +138,16 @@ def main() -> int:
         }
         for case, (ours_args, hf_args) in cases.items():
             ours_t, hf_t, hf_sha_t = [], [], []
-            ours_argv = ["hpclaunch", "stage-assets", *ours_args, "--profile", "bench", "--endpoint", url,
-                         "--json"]
+            ours_argv = [
+                "hpclaunch",
+                "stage-assets",
+                *ours_args,
+                "--profile",
+                "bench",
+                "--endpoint",
+                url,
+                "--json",
+            ]
             for _ in range(args.repeats):
                 shutil.rmtree(store, ignore_errors=True)
                 w, _ = timed([*ours_argv, "--workers", "8"], env)

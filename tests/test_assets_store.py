@@ -204,9 +204,15 @@ def test_staged_dataset_loads_offline_by_local_path(asset_env: AssetEnv):
         "ds = load_dataset('parquet', data_files=files)\n"
         "print(len(ds['train']), ds['validation'][0]['text'])\n"
     )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9",
-               HF_DATASETS_CACHE=str(asset_env.root / "ds-cache"))
-    proc = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_ENDPOINT="http://127.0.0.1:9",
+        HF_DATASETS_CACHE=str(asset_env.root / "ds-cache"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["50", "small-v1", "validation", "line", "0"]

@@ -57,8 +57,10 @@ def check_job_assets(spec: JobSpec) -> None:
     lines = "\n  ".join(msg for _, msg in found)
     fix = f"run `{stage_command(spec, [q for q, _ in found])}`"
     if all("modified since" in msg for _, msg in found):
-        fix = (f"run `hpclaunch assets verify --profile {shlex.quote(spec.profile.name)}` (it rehashes the "
-               f"files and accepts those whose sha256 still matches), or {fix}")
+        fix = (
+            f"run `hpclaunch assets verify --profile {shlex.quote(spec.profile.name)}` (it rehashes the "
+            f"files and accepts those whose sha256 still matches), or {fix}"
+        )
     raise AssetError(
         f"the job's assets are not ready in the store {spec.profile.assets.store}:\n  {lines}",
         hint=f"{fix} (staging needs network; add --pack FILE there and `hpclaunch assets unpack FILE` "

@@ -261,6 +261,8 @@ def _fetch(
             on_event(request, ev)
     stderr = proc.stderr.read() if proc.stderr else ""
     rc = proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
     if rc != 0 and out["error"] is None:
         tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {rc}"
         out["error"] = ("crash", f"the download worker failed: {tail}")

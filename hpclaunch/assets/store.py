@@ -126,8 +126,9 @@ class Problem:
         return f"{self.path}: {self.what}"
 
 
-def check_files(folder: Path, manifest: Manifest, *, rehash: bool = False, hash_modified: bool = True
-                ) -> list[Problem]:
+def check_files(
+    folder: Path, manifest: Manifest, *, rehash: bool = False, hash_modified: bool = True
+) -> list[Problem]:
     """Missing, wrong-size or corrupt files.
 
     A file whose size and mtime match the manifest is trusted unless `rehash`. One whose mtime changed

@@ -173,7 +173,11 @@ def stage_cmd(
     dead: set[str] = set()
     t0 = time.monotonic()
     with _Bars(enabled=not as_json) as bars:
-        for req in wanted:
+        for i, req in enumerate(wanted):
+            if dead >= set(urls):  # every endpoint refused: do not try the rest one by one
+                rest = ", ".join(q.label for q in wanted[i:])
+                errors.append(f"not attempted (no endpoint reachable): {rest}")
+                break
             try:
                 results.append(
                     stage_one(

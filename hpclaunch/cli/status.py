@@ -67,6 +67,8 @@ def status_cmd(job: str | None, as_json: bool) -> None:
     """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
     records = [registry.get(job)] if job else registry.all_records()
+    if not records and not as_json:
+        click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses(records)
     if as_json:
         data = [_as_dict(r, found[r.job_id]) for r in records]

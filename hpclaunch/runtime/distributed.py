@@ -58,10 +58,6 @@ class Dist:
             return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return int(self.module.max_memory_allocated(self.device))
 
-    def supports_bf16(self) -> bool:
-        if self.accelerator == "cuda":
-            return torch.cuda.is_bf16_supported()
-        return True
 
 
 def _free_port() -> int:
