@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -156,7 +157,8 @@ def test_follow_streams_a_running_job_until_it_ends(tmp_path: Path, monkeypatch:
     job = submit("allreduce", "--set", 'args=["--sleep","3"]')
     t = time.monotonic()
     proc = subprocess.run(
-        ["hpclaunch", "logs", job["job_id"], "--follow", "--grep", "reduced="],
+        [sys.executable, "-m", "hpclaunch.cli.main", "logs", job["job_id"], "--follow", "--grep", "reduced="],
+        cwd=TESTS.parent,
         capture_output=True,
         text=True,
         timeout=300,
