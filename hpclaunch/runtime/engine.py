@@ -54,7 +54,8 @@ class TorchEngine:
         return self.optimizer.param_groups[0]["lr"]
 
     def zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        # In place: the gradient tensors are reused, not re-allocated every step (measurably faster on CPU).
+        self.optimizer.zero_grad(set_to_none=False)
 
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-step of an optimizer step.
