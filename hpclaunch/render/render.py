@@ -92,6 +92,8 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
         "output": str(run_dir / "logs" / "job.%j.out"),
         "open-mode": "append",
         "requeue": None,
+        # USR1 two minutes before the time limit (or on preemption): checkpoint and requeue
+        "signal": "B:USR1@120",
     }
     if part.gres:
         opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"

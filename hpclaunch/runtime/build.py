@@ -143,3 +143,14 @@ def load_model(spec, tokenizer, d):
         if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(len(tokenizer))
     return model, changes
+
+
+def load_tokenizer_and_model(spec, d, log):
+    """The tokenizer (and where it came from, which keys the data cache) and the model, logging the
+    config changes made by overrides and the parameter count."""
+    tokenizer, tokenizer_src = load_tokenizer(spec, d)
+    model, changes = load_model(spec, tokenizer, d)
+    for change in changes:
+        log(f"config {change}")
+    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    return tokenizer, tokenizer_src, model

@@ -165,3 +165,12 @@ def mask_tokens(input_ids: torch.Tensor, tokenizer, probability: float, generato
     )
     inputs[to_random] = torch.randint(len(tokenizer), input_ids.shape, generator=generator)[to_random]
     return inputs, labels
+
+
+def train_and_eval_batches(blocks: dict[str, torch.Tensor], t, d) -> tuple[Batches, Batches | None]:
+    """This rank's training batches and, when the data has a validation split, its eval batches
+    (not shuffled, so every evaluation sees the same blocks)."""
+    train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
+    if "validation" not in blocks:
+        return train, None
+    return train, Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)

@@ -33,20 +33,11 @@ def main() -> None:
     )
 
     # 2. Tokenizer (WordPiece) and BertForMaskedLM: staged (full) or generated and cached (tiny).
-    tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
-    model, changes = build.load_model(spec, tokenizer, d)
-    for change in changes:
-        log(f"config {change}")
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
 
     # 3. Data: blocks of seq_len tokens (each record is [CLS] ... [SEP]), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
-    batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (
-        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
-        if "validation" in blocks
-        else None
-    )
+    batches, eval_batches = data.train_and_eval_batches(blocks, t, d)
 
     # 4. Masking: 15% of the tokens; the generator is seeded from (seed, rank, step, micro-step), so
     #    a resumed run masks exactly as an uninterrupted one. Eval (step -1) masks the same every time.

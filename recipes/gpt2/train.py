@@ -30,20 +30,11 @@ def main() -> None:
     log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")
 
     # 2. Tokenizer and model: staged in the store (full) or generated and cached there (tiny).
-    tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
-    model, changes = build.load_model(spec, tokenizer, d)
-    for change in changes:
-        log(f"config {change}")
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
 
     # 3. Data: tokenized and grouped into blocks of seq_len once (cached), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
-    batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (
-        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
-        if "validation" in blocks
-        else None
-    )
+    batches, eval_batches = data.train_and_eval_batches(blocks, t, d)
 
     # 4. Causal LM: the labels are the inputs (the model shifts them by one).
     def make_inputs(block, step, micro):

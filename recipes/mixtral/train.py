@@ -31,20 +31,11 @@ def main() -> None:
     )
 
     # 2. Tokenizer and MixtralForCausalLM; override_config.json applied to the config first.
-    tokenizer, tokenizer_src = build.load_tokenizer(spec, d)
-    model, changes = build.load_model(spec, tokenizer, d)
-    for change in changes:
-        log(f"config {change}")
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
 
     # 3. Data: blocks of seq_len tokens, sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)
-    batches = data.Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
-    eval_batches = (
-        data.Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
-        if "validation" in blocks
-        else None
-    )
+    batches, eval_batches = data.train_and_eval_batches(blocks, t, d)
 
     def make_inputs(block, step, micro):
         ids = block.to(d.device, non_blocking=True)
