@@ -59,6 +59,8 @@ peer_failure() {
 }
 trap 'cleanup; code=$(peer_failure); exit "${code:-143}"' TERM
 trap 'cleanup; exit 130' INT
+# USR1: the job is about to be requeued (preemption or time limit); stop everything cleanly first
+trap 'cleanup; exit 138' USR1
 wait "$MSRUN_PID"
 rc=$?
 cleanup

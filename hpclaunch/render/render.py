@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from hpclaunch import __version__
+from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers import get_launcher
@@ -20,6 +21,8 @@ from hpclaunch.paths import search_dirs
 from hpclaunch.render.shell import ShellExpr, quote
 
 SCRIPT_NAME = "job.sbatch"
+REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
+REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 _SAFE_HOME_PATH = re.compile(r"^~/[A-Za-z0-9_./+@-]*$")
 
@@ -92,9 +95,11 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
         "output": str(run_dir / "logs" / "job.%j.out"),
         "open-mode": "append",
         "requeue": None,
-        # USR1 two minutes before the time limit (or on preemption): checkpoint and requeue
-        "signal": "B:USR1@120",
     }
+    if parse_time(spec.time) >= REQUEUE_MIN_TIME:
+        # USR1 two minutes before the time limit: checkpoint and requeue (see blocks/wait.sh.j2).
+        # A shorter job would be warned as it starts and requeue itself forever.
+        opts["signal"] = f"B:USR1@{REQUEUE_WARNING}"
     if part.gres:
         opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"
     if spec.profile.account:
