@@ -34,7 +34,7 @@ fi
 # not changed since the last successful run here (stamp in ~/.cache/hpclaunch).
 stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/hpclaunch"
 stamp="$stamp_dir/install-deps-$(printf '%s' "$ROOT:$PY" | sha256sum | cut -c1-16)"
-want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1) $TORCH_VERSION $EXTRAS"
+want="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/constraints.txt" | sha256sum | cut -d' ' -f1) $TORCH_VERSION $EXTRAS"
 if [ "${HPCLAUNCH_DEPS_FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
   (cd / && "$PY" -c "
 import importlib.metadata as m, os, sys, hpclaunch
@@ -43,10 +43,8 @@ for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'py
 sys.exit(0 if os.path.realpath(hpclaunch.__file__).startswith(os.path.realpath('$ROOT') + os.sep) else 1)") 2>/dev/null; then
   log "hpclaunch[$EXTRAS] already installed from $ROOT"
 else
-  constraints=$(mktemp)
-  trap 'rm -f "$constraints"' EXIT
-  echo "torch==$TORCH_VERSION" >"$constraints"
-  log "installing -e ${ROOT}[$EXTRAS] (constraints: torch==$TORCH_VERSION)"
+  constraints="$ROOT/scripts/constraints.txt"   # torch==$TORCH_VERSION and the tested ML stack
+  log "installing -e ${ROOT}[$EXTRAS] (constraints: scripts/constraints.txt)"
   (cd "$ROOT" && pip_install -c "$constraints" -e ".[$EXTRAS]")
   mkdir -p "$stamp_dir"
   echo "$want" >"$stamp"

@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.assets.store import MANIFEST, Manifest, asset_path, check_files, read_manifest, write_manifest
+from hpclaunch.assets.store import (
+    MANIFEST,
+    Manifest,
+    asset_path,
+    check_files,
+    publish,
+    read_manifest,
+    write_manifest,
+)
 from hpclaunch.errors import AssetError
 
 
@@ -66,14 +74,7 @@ def unpack(archive: Path, store: Path) -> list[Unpacked]:
                 entry.mtime_ns = (folder / entry.path).stat().st_mtime_ns
             write_manifest(folder, manifest)
             final = asset_path(store, manifest.kind, manifest.repo_id, manifest.revision)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():
-                old = final.parent / f".old-{final.name}-{os.getpid()}"
-                os.rename(final, old)
-                os.rename(folder, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(folder, final)
+            publish(folder, final)
             done.append(Unpacked(manifest, final))
         if bad:
             raise AssetError(

@@ -25,6 +25,7 @@ from hpclaunch.assets.store import (
     Manifest,
     asset_path,
     check_files,
+    publish,
     read_manifest,
     refresh_mtimes,
     staging_path,
@@ -310,10 +311,4 @@ def _publish(staging: Path, final: Path, manifest: Manifest) -> None:
         elif p.is_dir() and not any(p.iterdir()):
             p.rmdir()
     write_manifest(staging, manifest)
-    if final.exists():
-        old = final.parent / f".old-{final.name}-{os.getpid()}"
-        os.rename(final, old)
-        os.rename(staging, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(staging, final)
+    publish(staging, final)

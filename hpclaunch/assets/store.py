@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,6 +47,19 @@ def asset_path(store: Path | str, kind: str, repo_id: str, revision: str = "main
 def staging_path(final: Path) -> Path:
     """Where an asset is assembled before it is renamed to `final` (same folder: same file system)."""
     return final.parent / f"{STAGING_PREFIX}{final.name}"
+
+
+def publish(staged: Path, final: Path) -> None:
+    """Make the complete folder `staged` visible as `final` by rename, replacing an older `final`,
+    so that a reader sees either the old asset or the new one, never half of one."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if not final.exists():
+        os.rename(staged, final)
+        return
+    old = final.parent / f".old-{final.name}-{os.getpid()}"
+    os.rename(final, old)
+    os.rename(staged, final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def dataset_files(folder: Path | str, config: str | None, split: str) -> list[str]:

@@ -6,9 +6,9 @@ import json
 
 import click
 
+from hpclaunch import submit as submission
 from hpclaunch.jobspec import JobSpec, is_jobspec_file, load_jobspec
 from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch import submit as submission
 
 
 @click.command("submit")

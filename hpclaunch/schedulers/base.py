@@ -32,7 +32,9 @@ class Scheduler(ABC):
     name: str
 
     def check_available(self) -> None:
-        """Raise CommandError when this scheduler cannot be used from here (before anything is written)."""
+        """Raise CommandError when this scheduler cannot be used from here (before anything is written).
+        The default: always usable."""
+        return None
 
     @abstractmethod
     def submit(self, script: Path, run_dir: Path) -> str:

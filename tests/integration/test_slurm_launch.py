@@ -79,7 +79,7 @@ def test_two_nodes_two_ranks_all_reduce(env, recipe, launcher):
     assert seen[-1] == "COMPLETED", (seen, (run_dir / "logs" / f"job.{job}.out").read_text())
     ranks = rank_lines(run_dir)
     assert sorted(ranks) == [0, 1, 2, 3]
-    for rank, (_, world, local_rank, host, reduced, expected, module, used) in ranks.items():
+    for rank, (_, world, local_rank, _host, reduced, expected, module, used) in ranks.items():
         assert world == "4"
         assert float(reduced) == 10.0 == float(expected)  # 1 + 2 + 3 + 4
         assert module == "1.0", "the profile's `module load hpclaunch-dev/1.0` is not visible in the job"

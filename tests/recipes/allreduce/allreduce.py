@@ -31,7 +31,8 @@ value = torch.tensor([float(rank + 1)])
 dist.all_reduce(value)
 print(f"rank={rank} world_size={world} local_rank={os.environ.get('LOCAL_RANK')} host={socket.gethostname()} "
       f"reduced={value.item():g} expected={world * (world + 1) / 2:g} "
-      f"module={os.environ.get('HPCLAUNCH_DEV_MODULE', '-')} launcher={'deepspeed' if args.deepspeed_config else 'torchrun'}",
+      f"module={os.environ.get('HPCLAUNCH_DEV_MODULE', '-')} "
+      f"launcher={'deepspeed' if args.deepspeed_config else 'torchrun'}",
       flush=True)
 if rank == args.fail_rank:
     raise RuntimeError(f"rank {rank} was asked to fail")
