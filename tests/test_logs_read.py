@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hpclaunch.logs.read as read
-from hpclaunch import registry
 from hpclaunch.cli.main import cli
 from hpclaunch.logs.files import find_rank_logs
 from hpclaunch.logs.follow import follow
+from tests.jobrecords import add_local_record
 
 
 @settings(max_examples=200, deadline=None)
@@ -87,20 +87,7 @@ def test_merged_tail_takes_from_older_restarts_when_needed(tmp_path: Path) -> No
 
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Path) -> None:
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path / "home"))
-    registry.add(
-        registry.JobRecord(
-            "local-5",
-            "local",
-            "local",
-            "x",
-            None,
-            "torchrun",
-            "1n2g",
-            "x",
-            str(run),
-            "2026-11-22T07:00:00+0000",
-        )
-    )
+    add_local_record("local-5", run)
 
 
 def test_cli_logs_all_restarts_prefixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,19 +101,17 @@ def test_gpt2_tiny_trains_under_ddp(gpt2_ddp):
     assert "2 rank(s) on cpu/gloo" in log and "DDP" in log
 
 
+# 10 steps, logged every 2, no intermediate checkpoint: enough to see the loss fall
+SHORT_RUN = ("--set", "train.max_steps=10", "--set", "train.log_every=2", "--set", "train.save_every=0",
+             "--set", "train.eval_steps=2")
+
+
 @pytest.mark.parametrize("recipe", ["bert_large", "mixtral"])
 def test_deepspeed_tiny_recipe_trains(home, recipe):
     run_dir = submit(
         home,
         recipe,
-        "--set",
-        "train.max_steps=10",
-        "--set",
-        "train.log_every=2",
-        "--set",
-        "train.save_every=0",
-        "--set",
-        "train.eval_steps=2",
+        *SHORT_RUN,
     )
     check_trained(run_dir)
     assert "DeepSpeed ZeRO-3" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
@@ -169,14 +167,7 @@ def test_tiny_recipe_on_dev_slurm_2_nodes(home, recipe):
     run_dir = submit(
         home,
         recipe,
-        "--set",
-        "train.max_steps=10",
-        "--set",
-        "train.log_every=2",
-        "--set",
-        "train.save_every=0",
-        "--set",
-        "train.eval_steps=2",
+        *SHORT_RUN,
         profile="dev-slurm",
         extra=("--nodes", "2", "--gpus-per-node", "2"),
     )

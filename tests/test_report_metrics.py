@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hpclaunch import registry
 from hpclaunch.cli.main import cli
 from hpclaunch.report.metrics import last_metrics, load, loss_diff
+from tests.jobrecords import add_local_record
 
 
 def write_metrics(run: Path, losses: list[float], extra: str = "") -> Path:
@@ -37,20 +37,7 @@ def write_metrics(run: Path, losses: list[float], extra: str = "") -> Path:
 
 
 def _record(job: str, run: Path) -> None:
-    registry.add(
-        registry.JobRecord(
-            job,
-            "local",
-            "local",
-            "gpt2",
-            "tiny",
-            "torchrun",
-            "1n2g",
-            "gpt2",
-            str(run),
-            "2026-11-22T07:00:00+0000",
-        )
-    )
+    add_local_record(job, run, "gpt2", "tiny")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hpclaunch import registry
 from hpclaunch.cli.main import cli
 from hpclaunch.schedulers.reasons import explain, words
+from tests.jobrecords import add_local_record
 
 
 @pytest.mark.parametrize(
@@ -48,20 +48,7 @@ def test_status_and_jobs_show_last_metrics(tmp_path: Path, monkeypatch: pytest.M
         '{"step": 2, "loss": 3.25, "lr": 0.001, "tokens_per_s": 20000.5}\n'
         '{"step": 2, "eval_loss": 3.1, "perplexity": 22.2}\n'
     )
-    registry.add(
-        registry.JobRecord(
-            "local-9",
-            "local",
-            "local",
-            "gpt2",
-            "tiny",
-            "torchrun",
-            "1n2g",
-            "gpt2",
-            str(run),
-            "2026-11-22T07:00:00+0000",
-        )
-    )
+    add_local_record("local-9", run, "gpt2", "tiny")
     res = CliRunner().invoke(cli, ["status", "local-9"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "recipe gpt2:tiny on local, layout 1n2g" in res.output

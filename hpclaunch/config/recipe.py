@@ -65,7 +65,7 @@ class TrainSpec(StrictModel):
     lr: float = Field(3e-4, gt=0)
     min_lr: float = Field(0.0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
-    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas (seed 003: [0.9, 0.95])")
+    adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas (GPT-2 and seed 003: 0.9, 0.95)")
     adam_eps: float = Field(1e-8, gt=0)
     warmup_steps: int = Field(0, ge=0)
     max_steps: int = Field(100, ge=1)

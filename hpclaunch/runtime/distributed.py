@@ -101,6 +101,9 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
     else:
         device = torch.device(accelerator, local_rank)
         getattr(torch, accelerator).set_device(device)
+        if accelerator == "cuda":  # TF32 tensor cores for the fp32 matmuls left outside autocast
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
     if deepspeed:
         import deepspeed as ds
 

@@ -40,7 +40,8 @@ def make_optimizer(model, train, device_type: str):
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     kwargs = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
+    hyper = {"lr": train.lr, "betas": tuple(train.adam_betas), "eps": train.adam_eps}
     try:
-        return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.95), eps=1e-8, **kwargs)
+        return torch.optim.AdamW(groups, **hyper, **kwargs)
     except (RuntimeError, TypeError):  # no fused kernel for this device
-        return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.95), eps=1e-8)
+        return torch.optim.AdamW(groups, **hyper)
