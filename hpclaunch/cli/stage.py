@@ -126,6 +126,11 @@ class _Bars:
     show_default=True,
     help="seconds to wait for an endpoint to answer",
 )
+@click.option(
+    "--prepare",
+    is_flag=True,
+    help="also tokenize and group each RECIPE's dataset into the store, so its job starts training at once",
+)
 @json_option
 def stage_cmd(
     recipes: tuple[str, ...],
@@ -138,6 +143,7 @@ def stage_cmd(
     workers: int,
     verify: bool,
     timeout: float,
+    prepare: bool,
     as_json: bool,
 ) -> None:
     """Download the hub models, tokenizers and datasets that RECIPEs need into the profile's asset store.
@@ -152,8 +158,10 @@ def stage_cmd(
     prof = load_profile(profile)
     wanted: list[AssetRequest] = []
     notes = []
+    specs = []
     for recipe in recipes:
         spec = resolve(recipe, profile, CliOverrides(preset=preset))
+        specs.append(spec)
         found = requests_for_spec(spec)
         if not found:
             notes.append(f"recipe {spec.recipe.name} (preset {spec.preset or 'none'}) needs no hub assets")
@@ -162,11 +170,12 @@ def stage_cmd(
     wanted = merge(wanted)
     for note in notes:
         click.echo(f"hpclaunch: {note}", err=True)
+    store = store_root(prof.assets.store)
     if not wanted:
         if notes:
+            _prepare(specs if prepare else [], store, as_json)
             return
         raise click.UsageError("nothing to stage: give a RECIPE, --model or --dataset")
-    store = store_root(prof.assets.store)
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
     results: list[StageResult] = []
     errors: list[str] = []
@@ -221,6 +230,22 @@ def stage_cmd(
         raise AssetError(
             errors[0] if len(errors) == 1 else f"{len(errors)} assets failed:\n" + "\n".join(errors)
         )
+    _prepare(specs if prepare else [], store, as_json)
+
+
+def _prepare(specs: list, store: Path, as_json: bool) -> None:
+    """Tokenize and group each recipe's dataset into the store (--prepare), offline."""
+    from hpclaunch.assets.prepare import prepare_data
+
+    for spec in specs:
+        if spec.recipe.dataset is None:
+            continue
+        done = prepare_data(spec, store)
+        if as_json:
+            click.echo(json.dumps({"prepared": done}))
+        else:
+            counts = ", ".join(f"{n} {split} blocks" for split, n in done["blocks"].items())
+            click.echo(f"prepared {done['recipe']}: {counts} of {done['seq_len']} tokens ({done['seconds']:.1f} s)")
 
 
 def _summary(results: list[StageResult], wall: float, store: Path) -> None:
