@@ -31,7 +31,7 @@ from hpclaunch.assets.store import (
     staging_path,
     write_manifest,
 )
-from hpclaunch.errors import AssetError
+from hpclaunch.errors import AssetError, HpclaunchError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 Event = Callable[[AssetRequest, dict], None]
@@ -312,3 +312,30 @@ def _publish(staging: Path, final: Path, manifest: Manifest) -> None:
             p.rmdir()
     write_manifest(staging, manifest)
     publish(staging, final)
+
+
+def stage_many(
+    requests: Sequence[AssetRequest],
+    store: Path,
+    endpoints: Sequence[str],
+    *,
+    workers: int = 8,
+    verify: bool = False,
+    timeout: float = 10.0,
+    on_event: Event | None = None,
+) -> tuple[list[StageResult], list[str]]:
+    """Stage each request in turn: (results, one error message per asset that failed). Once every
+    endpoint has refused, the rest are not tried one by one."""
+    results: list[StageResult] = []
+    errors: list[str] = []
+    dead: set[str] = set()
+    for i, req in enumerate(requests):
+        if dead >= set(endpoints):
+            errors.append(f"not attempted (no endpoint reachable): {', '.join(q.label for q in requests[i:])}")
+            break
+        try:
+            results.append(stage_one(req, store, endpoints, workers=workers, verify=verify, on_event=on_event,
+                                     timeout=timeout, dead=dead))
+        except HpclaunchError as exc:
+            errors.append(str(exc))
+    return results, errors

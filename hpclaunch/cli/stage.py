@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from hpclaunch.assets.requests import AssetRequest, merge, parse_dataset, parse_model, requests_for_spec
-from hpclaunch.assets.stage import StageResult, endpoints_for, stage_one
+from hpclaunch.assets.stage import StageResult, endpoints_for, stage_many
 from hpclaunch.assets.store import store_root
 from hpclaunch.cli.options import json_option, profile_option
 from hpclaunch.cli.tables import print_table
-from hpclaunch.errors import AssetError, HpclaunchError
+from hpclaunch.errors import AssetError
 
 
 def human(n: float) -> str:
@@ -127,6 +127,11 @@ class _Bars:
     help="seconds to wait for an endpoint to answer",
 )
 @click.option(
+    "--slurm-partition",
+    metavar="PARTITION",
+    help="stage inside a Slurm job on this partition (one with internet access), through submitit, and wait",
+)
+@click.option(
     "--prepare",
     is_flag=True,
     help="also tokenize and group each RECIPE's dataset into the store, so its job starts training at once",
@@ -143,6 +148,7 @@ def stage_cmd(
     workers: int,
     verify: bool,
     timeout: float,
+    slurm_partition: str | None,
     prepare: bool,
     as_json: bool,
 ) -> None:
@@ -177,31 +183,23 @@ def stage_cmd(
             return
         raise click.UsageError("nothing to stage: give a RECIPE, --model or --dataset")
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
-    results: list[StageResult] = []
-    errors: list[str] = []
-    dead: set[str] = set()
     t0 = time.monotonic()
-    with _Bars(enabled=not as_json) as bars:
-        for i, req in enumerate(wanted):
-            if dead >= set(urls):  # every endpoint refused: do not try the rest one by one
-                rest = ", ".join(q.label for q in wanted[i:])
-                errors.append(f"not attempted (no endpoint reachable): {rest}")
-                break
-            try:
-                results.append(
-                    stage_one(
-                        req,
-                        store,
-                        urls,
-                        workers=workers,
-                        verify=verify,
-                        on_event=bars.event,
-                        timeout=timeout,
-                        dead=dead,
-                    )
-                )
-            except HpclaunchError as exc:
-                errors.append(str(exc))
+    host = None
+    if slurm_partition:
+        from hpclaunch.assets.remote import stage_via_slurm
+        from hpclaunch.paths import hpclaunch_home
+
+        def submitted(job_id: str) -> None:
+            if not as_json:
+                click.echo(f"staging in Slurm job {job_id} on partition {slurm_partition}; waiting for it", err=True)
+
+        results, errors, host = stage_via_slurm(
+            wanted, store, urls, partition=slurm_partition, folder=hpclaunch_home() / "staging", workers=workers,
+            verify=verify, timeout=timeout, on_submit=submitted)
+    else:
+        with _Bars(enabled=not as_json) as bars:
+            results, errors = stage_many(wanted, store, urls, workers=workers, verify=verify, timeout=timeout,
+                                         on_event=bars.event)
     wall = time.monotonic() - t0
     packed = None
     if pack_file is not None and not errors:
@@ -213,6 +211,7 @@ def stage_cmd(
             json.dumps(
                 {
                     "store": str(store),
+                    "host": host,
                     "endpoints": urls,
                     "seconds": round(wall, 3),
                     "assets": [r.to_json() for r in results],

@@ -84,9 +84,9 @@ class Repo:
 
 
 class HubServer:
-    """``with HubServer(root) as hub: hub.url`` - a threaded server on a free loopback port."""
+    """``with HubServer(root) as hub: hub.url`` - a threaded server on a free port (loopback by default)."""
 
-    def __init__(self, root: Path | str, port: int = 0):
+    def __init__(self, root: Path | str, port: int = 0, host: str = "127.0.0.1"):
         self.root = Path(root)
         self.faults: dict[str, dict] = {
             "drop": {},
@@ -103,9 +103,10 @@ class HubServer:
         class Handler(_Handler):
             hub = server
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        # host: 127.0.0.1, or the dev cluster's bridge address for a server that jobs on its nodes reach
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self._thread: threading.Thread | None = None
 
     def repo(self, kind: str, repo_id: str) -> Repo | None:
