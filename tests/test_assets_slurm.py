@@ -26,7 +26,8 @@ def _bridge_up() -> bool:
 def test_staging_runs_as_a_slurm_job_on_a_transfer_partition(asset_env, hub_root):
     with HubServer(hub_root, host=BRIDGE) as hub:
         profile = asset_env.profile(mirror=hub.url)
-        res = asset_env.run("stage-assets", "--model", "tiny-org/tiny-model", "--dataset", "tiny-org/tiny-text:small-v1",
+        res = asset_env.run("stage-assets", "--model", "tiny-org/tiny-model",
+                            "--dataset", "tiny-org/tiny-text:small-v1",
                             "--profile", profile, "--slurm-partition", "debug", "--json")
         assert res.exit_code == 0, res.output
         out = json.loads(res.stdout)
