@@ -41,21 +41,10 @@ def sbatch(*args: str) -> str:
     return out.strip().split(";")[0]
 
 
-def record(job_id: str, run_dir: Path) -> None:
-    registry.add(
-        registry.JobRecord(
-            job_id,
-            "slurm",
-            "dev-slurm",
-            "raw",
-            None,
-            "torchrun",
-            "1n1g",
-            "raw",
-            str(run_dir),
-            f"2026-11-22T07:00:{int(job_id) % 60:02d}+0000",
-        )
-    )
+def record(job_id: str, run_dir: Path, submitted_at: str | None = None) -> None:
+    when = submitted_at or f"2026-11-22T07:00:{int(job_id) % 60:02d}+0000"
+    registry.add(registry.JobRecord(job_id, "slurm", "dev-slurm", "raw", None, "torchrun", "1n1g", "raw",
+                                    str(run_dir), when))
 
 
 def status_json(job: str) -> dict:
@@ -131,20 +120,7 @@ def test_jobs_asks_the_scheduler_once(home: Path, monkeypatch: pytest.MonkeyPatc
     real = sbatch("--wrap", "true", "--output=/dev/null")
     record(real, home / real)
     for i in range(500):
-        registry.add(
-            registry.JobRecord(
-                str(900000 + i),
-                "slurm",
-                "dev-slurm",
-                "raw",
-                None,
-                "torchrun",
-                "1n1g",
-                "raw",
-                str(home / str(i)),
-                f"2026-11-22T06:{i // 60:02d}:{i % 60:02d}+0000",
-            )
-        )
+        record(str(900000 + i), home / str(i), f"2026-11-22T06:{i // 60:02d}:{i % 60:02d}+0000")
     calls: list[str] = []
     seam = cmd.run
 
