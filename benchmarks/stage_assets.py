@@ -50,7 +50,7 @@ def make_repos(root: Path, size_mib: int, n_files: int) -> None:
 
 def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hubserver.server", str(root)],
+        [sys.executable, "-m", "tests.fixtures.hubserver.server", str(root)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

@@ -3,8 +3,8 @@
 Fixtures
 --------
 ``hpc_home``   A fresh ``$HPCLAUNCH_HOME`` under ``tmp_path`` (returned as a Path), with
-               ``$HPCLAUNCH_PATH`` set to this ``tests/`` folder (so the test recipes in
-               ``tests/recipes/`` are found by name: ``allreduce``, ``allreduce_ds``) and
+               ``$HPCLAUNCH_PATH`` set to ``tests/fixtures/`` (so the test recipes in
+               ``tests/fixtures/recipes/`` are found by name: ``allreduce``, ``allreduce_ds``) and
                ``$XDG_CONFIG_HOME`` pointed into ``tmp_path`` (no user config leaks in).
                Run directories land in ``hpc_home / "runs"``, job records in ``hpc_home / "registry"``.
 ``hpclaunch``  Runs the CLI in-process with click's CliRunner: ``hpclaunch("submit", "allreduce",
@@ -36,6 +36,7 @@ from click.testing import CliRunner, Result
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+FIXTURES = TESTS / "fixtures"
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +67,7 @@ def hpc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "hpclaunch-home"
     home.mkdir()
     monkeypatch.setenv("HPCLAUNCH_HOME", str(home))
-    monkeypatch.setenv("HPCLAUNCH_PATH", str(TESTS))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(FIXTURES))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     return home
 

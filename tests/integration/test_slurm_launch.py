@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 needs_slurm = pytest.mark.skipif(shutil.which("sinfo") is None
                                  or subprocess.run(["sinfo"], capture_output=True).returncode != 0,
                                  reason="the dev Slurm cluster is not up (scripts/dev-cluster.sh up)")
@@ -24,7 +24,7 @@ needs_slurm = pytest.mark.skipif(shutil.which("sinfo") is None
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "HPCLAUNCH_HOME": str(tmp_path / "home"), "HPCLAUNCH_PATH": str(TESTS)}
+    return {**os.environ, "HPCLAUNCH_HOME": str(tmp_path / "home"), "HPCLAUNCH_PATH": str(FIXTURES)}
 
 
 def hpclaunch(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

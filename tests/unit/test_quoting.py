@@ -144,7 +144,7 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
         (venv / "bin" / "activate").write_text("export ACTIVATED=yes\n")
         store = str(root / "store") + "/" + run_name
         profile = _local_profile(env_value, [module], str(venv), store)
-        recipe_dir = REPO / "tests" / "recipes" / "allreduce"
+        recipe_dir = REPO / "tests" / "fixtures" / "recipes" / "allreduce"
         src = RecipeSource(
             dir=recipe_dir,
             file=recipe_dir / "recipe.yaml",
@@ -191,7 +191,7 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
 
 @pytest.mark.parametrize("name", ["a'; echo foo", "a\n0", "$(id)", "a b", "`id`", "é"])
 def test_hostile_job_names_are_refused(name):
-    recipe_dir = REPO / "tests" / "recipes" / "allreduce"
+    recipe_dir = REPO / "tests" / "fixtures" / "recipes" / "allreduce"
     src = RecipeSource(
         dir=recipe_dir,
         file=recipe_dir / "recipe.yaml",

@@ -13,10 +13,10 @@ import pytest
 
 from hpclaunch.assets.requests import parse_dataset, parse_model, requests_for_spec, select_files
 from hpclaunch.resolve import CliOverrides, resolve
-from tests.hubserver import fixtures as _fx
-from tests.hubserver import repos
-from tests.hubserver.fixtures import AssetEnv
-from tests.hubserver.server import HubServer
+from tests.fixtures.hubserver import fixtures as _fx
+from tests.fixtures.hubserver import repos
+from tests.fixtures.hubserver.fixtures import AssetEnv
+from tests.fixtures.hubserver.server import HubServer
 
 hub_root, hub, asset_env = _fx.hub_root, _fx.hub, _fx.asset_env  # the fixtures
 MODEL = "tiny-org/tiny-model"

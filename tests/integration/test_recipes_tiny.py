@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_mem_bytes", "mfu"}
 # Short runs: a loss logged every step, no intermediate checkpoint.
 QUICK = ("--set", "train.log_every=1", "--set", "train.save_every=0", "--set", "train.eval_steps=2")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from hpclaunch.cli.main import cli
 from hpclaunch.schedulers.reasons import explain, words
-from tests.jobrecords import add_local_record
+from tests.fixtures.jobrecords import add_local_record
 
 
 @pytest.mark.parametrize(

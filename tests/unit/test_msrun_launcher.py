@@ -2,7 +2,7 @@
 before queueing with the numbers in the message, the node command, the files written into the run
 directory, and the worker wrapper that keeps a failing worker's exit code (msrun keeps only 0/1).
 
-Golden scripts: tests/golden/msrun-*.sbatch are re-rendered by tests/test_golden.py::test_other_goldens.
+Golden scripts: tests/fixtures/golden/msrun-*.sbatch are re-rendered by tests/unit/test_golden.py::test_other_goldens.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from hpclaunch.render.render import render
 from hpclaunch.resolve import CliOverrides, resolve
 from hpclaunch.rundir import with_recipe_copy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
-GOLDEN = REPO / "tests" / "golden"
+GOLDEN = REPO / "tests" / "fixtures" / "golden"
 
 
 def _submit_error(hpclaunch, *args: str) -> str:

@@ -17,7 +17,7 @@ import hpclaunch.logs.read as read
 from hpclaunch.cli.main import cli
 from hpclaunch.logs.files import find_rank_logs
 from hpclaunch.logs.follow import follow
-from tests.jobrecords import add_local_record
+from tests.fixtures.jobrecords import add_local_record
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def _profile_file(tmp_path: Path, **over) -> Path:
 
 
 def _recipe_dir(tmp_path: Path, **over) -> Path:
-    src = REPO / "tests" / "recipes" / "allreduce"
+    src = REPO / "tests" / "fixtures" / "recipes" / "allreduce"
     dst = tmp_path / "badrecipe"
     shutil.copytree(src, dst)
     data = yaml.safe_load((dst / "recipe.yaml").read_text())
@@ -169,7 +169,7 @@ def test_dry_run_needs_no_sbatch(hpclaunch, hpc_home, no_sbatch_path):
 
 def test_real_entry_point_prints_no_traceback(hpc_home, tmp_path):
     """The installed `hpclaunch` command (a separate process), not just the click group."""
-    env = {**os.environ, "HPCLAUNCH_HOME": str(hpc_home), "HPCLAUNCH_PATH": str(REPO / "tests")}
+    env = {**os.environ, "HPCLAUNCH_HOME": str(hpc_home), "HPCLAUNCH_PATH": str(REPO / "tests" / "fixtures")}
     exe = shutil.which("hpclaunch") or None
     argv = [exe] if exe else [sys.executable, "-m", "hpclaunch.cli.main"]
     proc = subprocess.run(

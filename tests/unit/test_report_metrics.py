@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from hpclaunch.cli.main import cli
 from hpclaunch.report.metrics import last_metrics, load, loss_diff
-from tests.jobrecords import add_local_record
+from tests.fixtures.jobrecords import add_local_record
 
 
 def write_metrics(run: Path, losses: list[float], extra: str = "") -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILES = {  # profile -> (layout, accelerator, backend, visible-devices variable, precision)
     "guangzhou-a800": ("2n8g", "cuda", "nccl", "CUDA_VISIBLE_DEVICES", "bf16"),
     "cngrid12-v100": ("2n4g", "cuda", "nccl", "CUDA_VISIBLE_DEVICES", "fp16"),

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from hpclaunch.assets.store import MANIFEST, asset_path
-from tests.hubserver.fixtures import *  # noqa: F403
-from tests.hubserver.server import HubServer
+from tests.fixtures.hubserver.fixtures import *  # noqa: F403
+from tests.fixtures.hubserver.server import HubServer
 
 BRIDGE = "10.77.0.254"  # the dev cluster's host address, reachable from every node's namespace
 

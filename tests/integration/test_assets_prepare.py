@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": str(home), "HPCLAUNCH_HOME": str(home / ".hpclaunch"),
-           "XDG_CONFIG_HOME": str(home / ".config"), "HPCLAUNCH_PATH": str(TESTS)}
+           "XDG_CONFIG_HOME": str(home / ".config"), "HPCLAUNCH_PATH": str(FIXTURES)}
     proc = subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

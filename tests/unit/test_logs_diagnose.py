@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hpclaunch.cli.main import cli
 from hpclaunch.logs.diagnose import diagnose
 from hpclaunch.schedulers.base import JobStatus
-from tests.jobrecords import add_local_record
+from tests.fixtures.jobrecords import add_local_record
 
 GLOO_PEER = (
     "[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from hpclaunch.cli.main import cli
 from hpclaunch.schedulers.slurm import SlurmScheduler
 
-TESTS = Path(__file__).resolve().parent
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cluster_up() -> bool:
@@ -62,7 +63,7 @@ pytestmark = [pytest.mark.slurm, needs_slurm]
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     mp = pytest.MonkeyPatch()
     mp.setenv("HPCLAUNCH_HOME", str(tmp_path_factory.mktemp("home")))
-    mp.setenv("HPCLAUNCH_PATH", str(TESTS))
+    mp.setenv("HPCLAUNCH_PATH", str(FIXTURES))
     out = {p: submit("failmodes", "--preset", p) for p in ("raise", "port", "asset", "metrics")}
     out["metrics2"] = submit("failmodes", "--preset", "metrics")
     out["timeout"] = submit("allreduce", "--preset", "slow", "--set", "time=00:01:00")  # sleeps 300 s
@@ -122,7 +123,7 @@ def test_report_and_compare_on_real_metrics(jobs: dict) -> None:
 
 def test_logs_complete_across_a_requeue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path))
-    monkeypatch.setenv("HPCLAUNCH_PATH", str(TESTS))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(FIXTURES))
     job = submit("allreduce", "--set", 'args=["--sleep","15"]')
     jid, run = job["job_id"], Path(job["run_dir"])
     end = time.monotonic() + 240
@@ -153,12 +154,12 @@ def test_logs_complete_across_a_requeue(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_follow_streams_a_running_job_until_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path))
-    monkeypatch.setenv("HPCLAUNCH_PATH", str(TESTS))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(FIXTURES))
     job = submit("allreduce", "--set", 'args=["--sleep","3"]')
     t = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "hpclaunch.cli.main", "logs", job["job_id"], "--follow", "--grep", "reduced="],
-        cwd=TESTS.parent,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.hubserver import fixtures as _fx
-from tests.hubserver.fixtures import AssetEnv, dead_endpoint
-from tests.hubserver.server import HubServer
+from tests.fixtures.hubserver import fixtures as _fx
+from tests.fixtures.hubserver.fixtures import AssetEnv, dead_endpoint
+from tests.fixtures.hubserver.server import HubServer
 
 hub_root, hub, asset_env = _fx.hub_root, _fx.hub, _fx.asset_env  # the fixtures
 MODEL = "tiny-org/tiny-model"

@@ -20,7 +20,7 @@ import pytest
 
 from hpclaunch.schedulers import get_scheduler
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
 VENV = Path("/opt/hpclaunch-venvs/mindspore")
 
@@ -36,7 +36,7 @@ def hpc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     prune those while a job may still be writing into its run directory."""
     home = Path(tempfile.mkdtemp(prefix="hpclaunch-msrun-test-", dir="/tmp"))
     monkeypatch.setenv("HPCLAUNCH_HOME", str(home))
-    monkeypatch.setenv("HPCLAUNCH_PATH", str(REPO / "tests"))
+    monkeypatch.setenv("HPCLAUNCH_PATH", str(REPO / "tests" / "fixtures"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     yield home
     shutil.rmtree(home, ignore_errors=True)

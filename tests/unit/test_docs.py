@@ -9,7 +9,7 @@ import pytest
 
 from hpclaunch.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _commands() -> list[tuple[str, ...]]:
