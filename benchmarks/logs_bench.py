@@ -109,8 +109,8 @@ def main() -> None:
 
     from hpclaunch import registry
     from hpclaunch.logs.diagnose import diagnose
-    from hpclaunch.logs.files import find_rank_logs
     from hpclaunch.logs.read import merged
+    from hpclaunch.runfiles import RunFiles
 
     home = a.dir / "home"
     env = {**os.environ, "HPCLAUNCH_HOME": str(home)}
@@ -142,7 +142,7 @@ def main() -> None:
     results["diagnose_256x20MB_s"] = best_of(lambda: diagnose(run, "local-1"))
     results["diagnose_256_quiet_logs_s"] = best_of(lambda: diagnose(a.dir / "quiet", "local-3"))
     results["diagnose_cli_s"] = min(cli("logs", "local-1", "--diagnose", env=env) for _ in range(3))
-    big_files = find_rank_logs(big_run)
+    big_files = RunFiles(big_run).rank_logs()
     assert len(list(merged(big_files, tail=100))) == 100
     results["tail100_2GB_s"] = best_of(lambda: list(merged(big_files, tail=100)), 5)
     results["tail100_2GB_cli_s"] = min(cli("logs", "local-2", "--tail", "100", env=env) for _ in range(3))

@@ -56,8 +56,8 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
 def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, grep: str | None,
              follow: bool, diagnose: bool, as_json: bool) -> None:
     """Merged per-rank output of JOB (each line prefixed with its rank), every restart in order."""
-    from hpclaunch.logs.files import batch_outputs, find_rank_logs
     from hpclaunch.logs.read import batch_lines, merged
+    from hpclaunch.runfiles import RunFiles
 
     record = registry.get(job)
     run_dir = Path(record.run_dir)
@@ -87,14 +87,14 @@ def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, 
 
         scheduler = get_scheduler(record.scheduler)
         if tail:
-            for line in merged(find_rank_logs(run_dir, rank=rank), tail=tail, pattern=pattern):
+            for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
                 emit(line)
         for line in follow_logs(run_dir, lambda: scheduler.status([record.job_id])[record.job_id].finished,
                                 rank=rank, pattern=pattern, start_at_end=bool(tail)):
             emit(line)
         return
 
-    files = find_rank_logs(run_dir, rank=rank, restart=restart)
+    files = RunFiles(run_dir).rank_logs(rank=rank, restart=restart)
     restarts = {f.restart for f in files}
     shown = 0
     current = None
@@ -106,7 +106,7 @@ def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, 
         shown += 1
     if rank is None:
         header = bool(files) and not as_json
-        for line in batch_lines(batch_outputs(run_dir), tail=tail, pattern=pattern):
+        for line in batch_lines(RunFiles(run_dir).job_outputs(), tail=tail, pattern=pattern):
             if header:
                 click.echo("==> batch output <==")
                 header = False

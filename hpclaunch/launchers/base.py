@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from hpclaunch.jobspec import JobSpec
-from hpclaunch.render.shell import ShellExpr, join, quote
+from hpclaunch.shell import ShellExpr, join, quote
 
 Word = str | ShellExpr
 

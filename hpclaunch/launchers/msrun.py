@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word, device_visibility
-from hpclaunch.render.shell import ShellExpr, join
+from hpclaunch.shell import ShellExpr, join
 
 NODE_SCRIPT = "msrun-node.sh"
 WORKER_WRAPPER = "msrun_worker.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word
-from hpclaunch.render.shell import ShellExpr
+from hpclaunch.shell import ShellExpr
 
 
 def torchrun_words(spec: JobSpec) -> list[Word]:

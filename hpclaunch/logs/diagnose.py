@@ -10,9 +10,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hpclaunch.logs.files import LogFile, batch_outputs, find_rank_logs
 from hpclaunch.logs.read import read_tail_bytes
 from hpclaunch.logs.rules import ALL_KEYS, BY_NAME, Rule, classify
+from hpclaunch.runfiles import LogFile, RunFiles
 from hpclaunch.schedulers.base import JobStatus
 
 # Errors sit at the end of a log (a traceback is a rank's last words): read the last 32 KiB, and
@@ -132,7 +132,7 @@ def _root_cause(data: bytes) -> dict[str, str] | None:
 def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Diagnosis:
     state = status.state if status else None
     exit_code = status.exit_code if status else None
-    all_files = find_rank_logs(run_dir)
+    all_files = RunFiles(run_dir).rank_logs()
     restarts = sorted({f.restart for f in all_files})
     restart = restarts[-1] if restarts else None
     files = [f for f in all_files if f.restart == restart]
@@ -140,7 +140,7 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
 
     batch_hits: list[Hit] = []
     root: dict[str, str] | None = None
-    outs = batch_outputs(run_dir)
+    outs = RunFiles(run_dir).job_outputs()
     for out in outs:
         base, data = _read_ends(out)
         start = data.rfind(_RESTART_MARK)  # only the latest run of a requeued job

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hpclaunch.logs.files import find_rank_logs
 from hpclaunch.logs.read import Line
+from hpclaunch.runfiles import RunFiles
 
 
 def follow(run_dir: Path, finished: Callable[[], bool], *, rank: int | None = None,
@@ -25,7 +25,7 @@ def follow(run_dir: Path, finished: Callable[[], bool], *, rank: int | None = No
         if now - last_check >= status_every:
             done = finished()  # asked before the last read, so nothing written before the end is lost
             last_check = now
-        for lf in find_rank_logs(run_dir, rank=rank):
+        for lf in RunFiles(run_dir).rank_logs(rank=rank):
             if lf.path not in offsets:
                 offsets[lf.path] = lf.path.stat().st_size if (first and start_at_end) else 0
             with open(lf.path, "rb") as f:
@@ -44,7 +44,7 @@ def follow(run_dir: Path, finished: Callable[[], bool], *, rank: int | None = No
         first = False
         if done:
             for path, rest in partial.items():
-                lf_rank = next(f for f in find_rank_logs(run_dir, rank=rank) if f.path == path)
+                lf_rank = next(f for f in RunFiles(run_dir).rank_logs(rank=rank) if f.path == path)
                 if pattern is None or pattern.search(rest):
                     yield Line(lf_rank.rank, lf_rank.restart, rest.decode("utf-8", "replace"))
             return

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.logs.files import LogFile
+from hpclaunch.runfiles import LogFile
 
 BLOCK = 1 << 20
 TAIL_BLOCK = 64 * 1024

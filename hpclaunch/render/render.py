@@ -18,13 +18,12 @@ from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
-from hpclaunch.render.shell import ShellExpr, quote
+from hpclaunch.shell import oneline, quote, shell_path
 
 SCRIPT_NAME = "job.sbatch"
 REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
 REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
-_SAFE_HOME_PATH = re.compile(r"^~/[A-Za-z0-9_./+@-]*$")
 
 
 @dataclass(frozen=True)
@@ -69,18 +68,6 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
     env.filters["oneline"] = oneline
     env.filters["qpath"] = lambda path: quote(shell_path(str(path)))
     return env
-
-
-def oneline(value: object) -> str:
-    """Text for a `#` comment: a newline would end the comment and run the rest as a command."""
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def shell_path(path: str) -> str | ShellExpr:
-    """``~/x`` -> ``${HOME}/x`` expanded on the cluster (not on the machine that renders)."""
-    if _SAFE_HOME_PATH.match(path):
-        return ShellExpr("${HOME}/" + path[2:])
-    return path
 
 
 def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:

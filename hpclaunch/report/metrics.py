@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpclaunch.errors import NotFoundError
-from hpclaunch.runtime.logfiles import metrics_file
+from hpclaunch.runfiles import RunFiles
 
 
 @dataclass
@@ -58,7 +58,7 @@ def load(path: Path) -> Metrics:
 
 
 def load_run(run_dir: Path, job_id: str, rank: int = 0) -> Metrics:
-    path = metrics_file(Path(run_dir), rank)
+    path = RunFiles(run_dir).metrics_file(rank)
     if not path.is_file():
         raise NotFoundError("metrics file", str(path),
                             hint=f"job {job_id} has written no metrics yet (`hpclaunch status {job_id}`); "
@@ -96,7 +96,7 @@ def last_metrics(run_dir: Path) -> dict | None:
     end of the file), or None."""
     from hpclaunch.logs.read import tail_lines
 
-    path = metrics_file(Path(run_dir), 0)
+    path = RunFiles(run_dir).metrics_file(0)
     if not path.is_file():
         return None
     evals: dict = {}

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpclaunch.runtime.logfiles import checkpoint_dir
+from hpclaunch.runfiles import RunFiles
 
 _STEP = re.compile(r"^step-(\d+)$")
 KEEP = 2
 
 
 def latest(run_dir: Path) -> Path | None:
-    root = checkpoint_dir(run_dir)
+    root = RunFiles(run_dir).checkpoints
     steps = [p for p in root.glob("step-*") if _STEP.match(p.name) and p.is_dir()] if root.is_dir() else []
     return max(steps, key=lambda p: int(_STEP.match(p.name).group(1)), default=None)
 
@@ -45,7 +45,7 @@ def _set_rng_state(state: dict[str, Any], d) -> None:
 
 
 def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> Path:
-    root = checkpoint_dir(run_dir)
+    root = RunFiles(run_dir).checkpoints
     final, tmp = root / f"step-{step:08d}", root / f".tmp-step-{step:08d}"
     if d.is_main:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.runtime.logfiles import metrics_file
+from hpclaunch.runfiles import RunFiles
 
 
 def flops_per_token(model, seq_len: int) -> float:
@@ -34,7 +34,7 @@ def flops_per_token(model, seq_len: int) -> float:
 
 class MetricsWriter:
     def __init__(self, run_dir: Path, rank: int):
-        self.path = metrics_file(run_dir, rank)
+        self.path = RunFiles(run_dir).metrics_file(rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
 
@@ -46,5 +46,5 @@ class MetricsWriter:
 
 
 def read_metrics(run_dir: Path, rank: int = 0) -> list[dict[str, Any]]:
-    p = metrics_file(run_dir, rank)
+    p = RunFiles(run_dir).metrics_file(rank)
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []

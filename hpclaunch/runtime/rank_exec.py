@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpclaunch.runtime.logfiles import rank_log
+from hpclaunch import runfiles
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 
@@ -26,10 +26,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m hpclaunch.runtime.rank_exec SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     rank = int(os.environ.get("RANK", "0"))
-    restart = int(os.environ.get("HPCLAUNCH_RESTART", "0") or 0)
-    log_dir = Path(os.environ.get("HPCLAUNCH_LOG_DIR", "."))
+    restart = int(os.environ.get(runfiles.ENV_RESTART, "0") or 0)
+    log_dir = Path(os.environ.get(runfiles.ENV_LOG_DIR, "."))
     log_dir.mkdir(parents=True, exist_ok=True)
-    path = rank_log(log_dir, rank, restart)
+    path = log_dir / runfiles.rank_log_name(rank, restart)
     prefix = f"[rank{rank}]: ".encode()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,

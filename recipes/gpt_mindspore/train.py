@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from hpclaunch.runfiles import ENV_RUN_DIR, RunFiles
+
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -211,8 +213,8 @@ def main() -> int:
 
     tokens = load_tokens(cfg)
     rng = np.random.default_rng(t["seed"] * 1000 + rank)  # each data-parallel rank its own batches
-    run_dir = Path(os.environ.get("HPCLAUNCH_RUN_DIR", Path(args.config).parent))
-    metrics = run_dir / "metrics" / f"rank-{rank}.jsonl"
+    run = RunFiles(Path(os.environ.get(ENV_RUN_DIR) or Path(args.config).parent))
+    metrics = run.metrics_file(rank)
     metrics.parent.mkdir(parents=True, exist_ok=True)
     lrs = lr_schedule(t)
     print(f"gpt_mindspore: rank {rank}/{world} pid {os.getpid()} target {target}, "
@@ -244,7 +246,7 @@ def main() -> int:
         end = {"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}
         out.write(json.dumps(end) + "\n")
     if rank == 0:
-        ckpt = run_dir / "checkpoints"
+        ckpt = run.checkpoints
         ckpt.mkdir(parents=True, exist_ok=True)
         ms.save_checkpoint(net, str(ckpt / "gpt-final.ckpt"))
     return 0

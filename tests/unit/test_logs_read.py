@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import hpclaunch.logs.read as read
 from hpclaunch.cli.main import cli
-from hpclaunch.logs.files import find_rank_logs
 from hpclaunch.logs.follow import follow
+from hpclaunch.runfiles import RunFiles
 from tests.fixtures.jobrecords import add_local_record
 
 
@@ -62,9 +62,9 @@ def _run(tmp_path: Path) -> Path:
 
 
 def test_files_are_ordered_by_restart_then_rank(tmp_path: Path) -> None:
-    files = find_rank_logs(_run(tmp_path))
+    files = RunFiles(_run(tmp_path)).rank_logs()
     assert [(f.restart, f.rank) for f in files] == [(0, 0), (0, 1), (0, 10), (1, 0), (1, 1), (1, 10)]
-    assert [(f.restart, f.rank) for f in find_rank_logs(tmp_path, rank=10)] == [(0, 10), (1, 10)]
+    assert [(f.restart, f.rank) for f in RunFiles(tmp_path).rank_logs(rank=10)] == [(0, 10), (1, 10)]
 
 
 def test_msrun_worker_logs_are_found(tmp_path: Path) -> None:
@@ -73,12 +73,12 @@ def test_msrun_worker_logs_are_found(tmp_path: Path) -> None:
         d.mkdir(parents=True)
         (d / f"worker_{node * 2}.log").write_text("a\n")
         (d / "scheduler.log").write_text("s\n")
-    files = find_rank_logs(tmp_path)
+    files = RunFiles(tmp_path).rank_logs()
     assert [(f.restart, f.rank, f.kind) for f in files] == [(0, 0, "msrun"), (0, 2, "msrun"), (1, 0, "msrun")]
 
 
 def test_merged_tail_takes_from_older_restarts_when_needed(tmp_path: Path) -> None:
-    files = find_rank_logs(_run(tmp_path), rank=1)
+    files = RunFiles(_run(tmp_path)).rank_logs(rank=1)
     lines = [ln.text for ln in read.merged(files, tail=7)]
     assert lines == [f"r1 s0 line {i} loss={i / 10}" for i in (3, 4)] + [
         f"r1 s1 line {i} loss={i / 10}" for i in range(5)

@@ -21,9 +21,9 @@ from hpclaunch.config.loader import RecipeSource
 from hpclaunch.config.profile import Profile
 from hpclaunch.errors import ConfigError
 from hpclaunch.render.render import render
-from hpclaunch.render.shell import ShellExpr, join, quote
 from hpclaunch.resolve import CliOverrides, resolve_parts
 from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.shell import ShellExpr, join, quote
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,6 +7,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
+_SAFE_HOME_PATH = re.compile(r"^~/[A-Za-z0-9_./+@-]*$")
 _SAFE_EXPR = re.compile(r'^(?:[^"\\`$]|\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^"\\`${}]*)?\}|\$[A-Za-z_][A-Za-z0-9_]*)*$')
 
 
@@ -31,3 +32,15 @@ def quote(value: object) -> str:
 
 def join(words: Iterable[object]) -> str:
     return " ".join(quote(w) for w in words)
+
+
+def oneline(value: object) -> str:
+    """Text for a `#` comment: a newline would end the comment and run the rest as a command."""
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def shell_path(path: str) -> str | ShellExpr:
+    """``~/x`` -> ``${HOME}/x`` expanded on the cluster (not on the machine that renders)."""
+    if _SAFE_HOME_PATH.match(path):
+        return ShellExpr("${HOME}/" + path[2:])
+    return path

@@ -1,0 +1,189 @@
+"""The run-directory contract: every file a job writes into its run directory and hpclaunch reads back,
+and the variables through which the job finds it. The one place these names are spelled; every writer
+(the job script's templates, rank_exec, the runtime, the msrun node supervisor, the MindSpore recipe)
+and every reader (logs, diagnose, status, report) goes through it.
+
+    RUN_DIR/job.sbatch                              the job script (every scheduler)
+    RUN_DIR/resolved.yaml                           the resolved job spec (`hpclaunch submit RUN_DIR/resolved.yaml`)
+    RUN_DIR/ds_config.json                          DeepSpeed's config (deepspeed launcher)
+    RUN_DIR/msrun-node.sh, msrun_worker.py          msrun's node supervisor and worker wrapper (msrun launcher)
+    RUN_DIR/recipe/                                 the copy of the recipe folder the job runs
+    RUN_DIR/logs/job.<JOB>.out                      the job script's own output, appended across requeues
+    RUN_DIR/logs/rank-<R>.restart-<N>.log           one file per rank and restart (torchrun, deepspeed)
+    RUN_DIR/logs/msrun/node<K>.restart-<N>/         per node and restart (msrun): worker_<R>.log, scheduler.log,
+                                                    msrun.out, worker_<R>.exit (a failed worker's own exit code)
+    RUN_DIR/metrics/rank-<R>.jsonl                  metrics, JSON lines, appended across restarts
+    RUN_DIR/checkpoints/                            checkpoints
+    RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
+
+Standard library only: the job side imports it before anything else is importable, and the MindSpore
+recipe imports it from its own environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# --- file and folder names
+SCRIPT = "job.sbatch"
+RESOLVED = "resolved.yaml"
+DS_CONFIG = "ds_config.json"
+MSRUN_NODE_SCRIPT = "msrun-node.sh"
+MSRUN_WORKER = "msrun_worker.py"
+RECIPE = "recipe"
+LOGS = "logs"
+METRICS = "metrics"
+CHECKPOINTS = "checkpoints"
+MSRUN_LOGS = "msrun"
+
+# --- the variables the job script exports for everything that runs inside the job
+ENV_RUN_DIR = "HPCLAUNCH_RUN_DIR"
+ENV_CONFIG = "HPCLAUNCH_CONFIG"  # RUN_DIR/resolved.yaml
+ENV_LOG_DIR = "HPCLAUNCH_LOG_DIR"  # RUN_DIR/logs
+ENV_RESTART = "HPCLAUNCH_RESTART"  # 0 on the first start, +1 per requeue
+ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log folder (set by msrun-node.sh)
+
+_JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
+_RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
+_MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
+_MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
+
+
+def job_output_name(job_id: str) -> str:
+    """``job.<JOB>.out``; a scheduler that names the file itself passes its own placeholder (Slurm: ``%j``)."""
+    return f"job.{job_id}.out"
+
+
+def rank_log_name(rank: int, restart: int) -> str:
+    return f"rank-{rank}.restart-{restart}.log"
+
+
+def msrun_node_name(node: int | str, restart: int | str) -> str:
+    """``node<K>.restart-<N>``; the job script passes shell references (``${HPCLAUNCH_NODE_RANK}``)."""
+    return f"node{node}.restart-{restart}"
+
+
+def msrun_exit_name(rank: int | str) -> str:
+    return f"worker_{rank}.exit"
+
+
+@dataclass(frozen=True, order=True)
+class LogFile:
+    """One rank's log of one restart."""
+
+    restart: int
+    rank: int
+    path: Path
+    kind: str = "rank"  # rank (torchrun, deepspeed) | msrun (an msrun worker)
+
+    @property
+    def label(self) -> str:
+        return f"rank{self.rank}"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The paths of one run directory."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> RunFiles:
+        """Inside a job: the run directory the job script exported (the current folder otherwise)."""
+        env = os.environ if environ is None else environ
+        return cls(Path(env.get(ENV_RUN_DIR) or "."))
+
+    # --- what hpclaunch writes before the job starts
+    @property
+    def script(self) -> Path:
+        return self.root / SCRIPT
+
+    @property
+    def resolved(self) -> Path:
+        return self.root / RESOLVED
+
+    @property
+    def ds_config(self) -> Path:
+        return self.root / DS_CONFIG
+
+    @property
+    def recipe(self) -> Path:
+        return self.root / RECIPE
+
+    @property
+    def msrun_node_script(self) -> Path:
+        return self.root / MSRUN_NODE_SCRIPT
+
+    @property
+    def msrun_worker(self) -> Path:
+        return self.root / MSRUN_WORKER
+
+    # --- what the job writes
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def scheduler_state(self, scheduler: str) -> Path:
+        return self.root / scheduler
+
+    def job_output(self, job_id: str) -> Path:
+        return self.logs / job_output_name(job_id)
+
+    def rank_log(self, rank: int, restart: int) -> Path:
+        return self.logs / rank_log_name(rank, restart)
+
+    def msrun_node_dir(self, node: int, restart: int) -> Path:
+        return self.logs / MSRUN_LOGS / msrun_node_name(node, restart)
+
+    def metrics_file(self, rank: int) -> Path:
+        return self.metrics / f"rank-{rank}.jsonl"
+
+    # --- reading back
+    def job_outputs(self) -> list[Path]:
+        """The job script's output files (one per job id the run had), oldest first."""
+        if not self.logs.is_dir():
+            return []
+        found = [p for p in self.logs.iterdir() if _JOB_OUTPUT.match(p.name)]
+        return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def rank_logs(self, *, rank: int | None = None, restart: int | None = None) -> list[LogFile]:
+        """Every per-rank log (torchrun/deepspeed ranks and msrun workers), ordered by restart then rank."""
+        found: list[LogFile] = []
+        if self.logs.is_dir():
+            for p in self.logs.iterdir():
+                m = _RANK_LOG.match(p.name)
+                if m:
+                    found.append(LogFile(int(m.group(2)), int(m.group(1)), p))
+            msrun = self.logs / MSRUN_LOGS
+            if msrun.is_dir():
+                for d in msrun.iterdir():
+                    dm = _MSRUN_NODE.match(d.name)
+                    if not dm or not d.is_dir():
+                        continue
+                    for p in d.iterdir():
+                        wm = _MSRUN_WORKER.match(p.name)
+                        if wm:
+                            found.append(LogFile(int(dm.group(2)), int(wm.group(1)), p, "msrun"))
+        if rank is not None:
+            found = [f for f in found if f.rank == rank]
+        if restart is not None:
+            found = [f for f in found if f.restart == restart]
+        return sorted(found)
+
+
+def restarts(files: list[LogFile]) -> list[int]:
+    return sorted({f.restart for f in files})
