@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.paths import hpclaunch_home
+from hpclaunch.runfiles import RunFiles
 
 
 def run_root(spec: JobSpec) -> Path:
@@ -26,22 +27,22 @@ def new_run_dir(spec: JobSpec) -> Path:
 
 def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
     """The spec as the job sees it: it runs the recipe copy kept in the run directory."""
-    return spec.model_copy(update={"recipe_dir": str(run_dir / "recipe")})
+    return spec.model_copy(update={"recipe_dir": str(RunFiles(run_dir).recipe)})
 
 
 def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> None:
     """Create `run_dir` holding `files`, a copy of the recipe folder and empty logs/ and metrics/."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = run_dir.with_name(f".{run_dir.name}.partial")
+    layout = RunFiles(partial)
     try:
         partial.mkdir()
         for name, content in files.items():
             (partial / name).write_text(content, encoding="utf-8")
-        (partial / "job.sbatch").chmod(0o755)
-        shutil.copytree(recipe_source, partial / "recipe",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        (partial / "logs").mkdir()
-        (partial / "metrics").mkdir()
+        layout.script.chmod(0o755)
+        shutil.copytree(recipe_source, layout.recipe, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        layout.logs.mkdir()
+        layout.metrics.mkdir()
         partial.rename(run_dir)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -14,8 +14,9 @@ from pathlib import Path
 from hpclaunch import registry
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.preflight import preflight
-from hpclaunch.render.render import SCRIPT_NAME, render
+from hpclaunch.render.render import render
 from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import get_scheduler
 
 
@@ -29,7 +30,7 @@ class Submission:
 
     @property
     def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
+        return RunFiles(self.run_dir).script
 
 
 def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = False) -> Submission:

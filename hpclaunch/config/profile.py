@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.slurmtime import parse_time
+from hpclaunch.schedulers import SCHEDULER_NAMES
+
+if TYPE_CHECKING:
+    SchedulerName = str
+else:
+    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch.schedulers' table
 
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
 Backend = Literal["nccl", "mccl", "hccl", "gloo"]
@@ -82,7 +88,7 @@ class ProfileDefaults(StrictModel):
 class Profile(StrictModel):
     name: str
     description: str = ""
-    scheduler: Literal["slurm", "local"] = "slurm"
+    scheduler: SchedulerName = "slurm"
     accelerator: Accelerator
     backend: Backend
     partitions: dict[str, Partition]

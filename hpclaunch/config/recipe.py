@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
 from hpclaunch.config.base import SlurmTimeText, StrictModel
+from hpclaunch.launchers import LAUNCHER_NAMES
 
-Launcher = Literal["torchrun", "deepspeed", "msrun"]
+if TYPE_CHECKING:
+    Launcher = str
+else:
+    Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch.launchers' table
 
 
 class ModelSpec(StrictModel):

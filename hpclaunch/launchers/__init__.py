@@ -1,21 +1,31 @@
-"""Launchers turn a JobSpec into the command each node runs. Looked up by name in one table."""
+"""Launchers turn a JobSpec into the command each node runs. Looked up by name in one table, which the
+recipe validation uses too; a launcher's module is imported only when it is used."""
 
 from __future__ import annotations
 
-from hpclaunch.errors import NotFoundError
-from hpclaunch.launchers.base import Launcher
-from hpclaunch.launchers.deepspeed import DeepSpeedLauncher
-from hpclaunch.launchers.msrun import MsrunLauncher
-from hpclaunch.launchers.torchrun import TorchrunLauncher
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-LAUNCHERS: dict[str, type[Launcher]] = {
-    "torchrun": TorchrunLauncher,
-    "deepspeed": DeepSpeedLauncher,
-    "msrun": MsrunLauncher,
+from hpclaunch.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from hpclaunch.launchers.base import Launcher
+
+# name -> "module:class"
+LAUNCHERS: dict[str, str] = {
+    "torchrun": "hpclaunch.launchers.torchrun:TorchrunLauncher",
+    "deepspeed": "hpclaunch.launchers.deepspeed:DeepSpeedLauncher",
+    "msrun": "hpclaunch.launchers.msrun:MsrunLauncher",
 }
+LAUNCHER_NAMES: tuple[str, ...] = tuple(LAUNCHERS)
 
 
 def get_launcher(name: str) -> Launcher:
     if name not in LAUNCHERS:
         raise NotFoundError("launcher", name, LAUNCHERS)
-    return LAUNCHERS[name]()
+    module, cls = LAUNCHERS[name].split(":")
+    launcher: Launcher = getattr(import_module(module), cls)()
+    return launcher
+
+
+__all__ = ["LAUNCHERS", "LAUNCHER_NAMES", "get_launcher"]

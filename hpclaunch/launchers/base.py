@@ -1,17 +1,21 @@
 """The launcher interface.
 
-The job script exports, before any launcher runs: HPCLAUNCH_RUN_DIR, HPCLAUNCH_CONFIG (the
-resolved.yaml), HPCLAUNCH_LOG_DIR, HPCLAUNCH_RESTART (Slurm's restart count), MASTER_ADDR (the head
-node's host name), MASTER_IP (its address) and MASTER_PORT (derived from the job id). Inside each
-node's step, SLURM_NODEID is the node rank.
+A launcher sees only the neutral variables the job script exports before it runs, whatever the
+scheduler: HPCLAUNCH_JOB_ID, HPCLAUNCH_NNODES, HPCLAUNCH_NODELIST, HPCLAUNCH_HEAD_NODE,
+HPCLAUNCH_RESTART (0, then +1 per requeue), HPCLAUNCH_RUN_DIR, HPCLAUNCH_CONFIG (the resolved.yaml),
+HPCLAUNCH_LOG_DIR, MASTER_ADDR (the head node's host name), MASTER_IP (its address) and MASTER_PORT
+(derived from the job id); inside each node's task, HPCLAUNCH_NODE_RANK. The run directory's file names
+come from `hpclaunch.runfiles`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.jobspec import JobSpec
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.shell import ShellExpr, join, quote
 
 Word = str | ShellExpr
@@ -33,15 +37,21 @@ def device_visibility(spec: JobSpec) -> list[str]:
 class Launcher(ABC):
     name: str
     #: the template block under templates/launchers/ that starts the node commands
-    template = "launchers/srun.sh.j2"
+    template = "launchers/nodes.sh.j2"
+    #: run-directory files rendered from templates: file name -> template (same context as the job script)
+    templates: dict[str, str] = {}
 
     @abstractmethod
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
-        """The argv each node runs (inside one srun task per node, or directly on a local machine)."""
+        """The argv each node runs (inside the scheduler's one task per node)."""
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
         """The shell text each node's task runs: device visibility, then the node command."""
         return "\n".join([*device_visibility(spec), "exec " + join(self.node_command(spec, run_dir))])
+
+    def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
+        """Values this launcher's own templates use (as ``launch``)."""
+        return {}
 
     def files(self, spec: JobSpec) -> dict[str, str]:
         """Extra files written into the run directory, name -> content."""
@@ -49,4 +59,4 @@ class Launcher(ABC):
 
     def script_args(self, spec: JobSpec, run_dir: Path) -> list[Word]:
         """Arguments every recipe script gets: where its resolved config is, then the recipe's own."""
-        return ["--config", str(run_dir / "resolved.yaml"), *spec.recipe.args]
+        return ["--config", str(RunFiles(run_dir).resolved), *spec.recipe.args]

@@ -1,6 +1,7 @@
-"""DeepSpeed without passwordless ssh: ranks are started by srun + torchrun on every node and the
-script calls deepspeed.init_distributed() (which reads torchrun's environment). The launcher writes
-ds_config.json, batch sizes taken from the resolved job spec so they always agree."""
+"""DeepSpeed without passwordless ssh: ranks are started by torchrun on every node (the scheduler's step
+runs one task per node) and the script calls deepspeed.init_distributed() (which reads torchrun's
+environment). The launcher writes ds_config.json, batch sizes taken from the resolved job spec so they
+always agree."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.config.recipe import DeepSpeedSpec
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
 from hpclaunch.precision import precision_for
+from hpclaunch.runfiles import DS_CONFIG, RunFiles
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -22,8 +25,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def ds_config(spec: JobSpec) -> dict[str, Any]:
-    ds = spec.recipe.deepspeed
-    assert ds is not None
+    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # a recipe without a deepspeed: section gets the defaults
     train = spec.recipe.train
     precision = precision_for(spec)
     zero: dict[str, Any] = {"stage": ds.zero_stage}
@@ -57,7 +59,7 @@ class DeepSpeedLauncher(Launcher):
 
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
         return [*torchrun_words(spec), str(spec.script_path), *self.script_args(spec, run_dir),
-                "--deepspeed_config", str(run_dir / "ds_config.json")]
+                "--deepspeed_config", str(RunFiles(run_dir).ds_config)]
 
     def files(self, spec: JobSpec) -> dict[str, str]:
-        return {"ds_config.json": json.dumps(ds_config(spec), indent=2, sort_keys=True) + "\n"}
+        return {DS_CONFIG: json.dumps(ds_config(spec), indent=2, sort_keys=True) + "\n"}

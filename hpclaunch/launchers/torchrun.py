@@ -20,8 +20,8 @@ def torchrun_words(spec: JobSpec) -> list[Word]:
             f"--nnodes={spec.nodes}",
             f"--nproc-per-node={spec.gpus_per_node}",
             "--rdzv-backend=c10d",
-            ShellExpr("--rdzv-endpoint=${MASTER_ADDR}:${MASTER_PORT}"),
-            ShellExpr("--rdzv-id=${SLURM_JOB_ID}"),
+            ShellExpr("--rdzv-endpoint=${HPCLAUNCH_HEAD_NODE}:${MASTER_PORT}"),
+            ShellExpr("--rdzv-id=${HPCLAUNCH_JOB_ID}"),
         ]
     # A failed rank ends the job (no elastic restarts inside the allocation; Slurm requeues instead).
     words += ["--max-restarts=0", "-m", "hpclaunch.runtime.rank_exec"]

@@ -12,18 +12,15 @@ from pathlib import Path
 
 import jinja2
 
-from hpclaunch import __version__
-from hpclaunch.config.slurmtime import parse_time
+from hpclaunch import __version__, runfiles
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
+from hpclaunch.schedulers import get_scheduler
 from hpclaunch.shell import oneline, quote, shell_path
 
-SCRIPT_NAME = "job.sbatch"
-REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
-REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
-_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -70,67 +67,35 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
     return env
 
 
-def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
-    part = spec.partition_spec
-    opts: dict[str, str | None] = {
-        "job-name": spec.name,
-        "partition": spec.partition,
-        "nodes": str(spec.nodes),
-        "ntasks-per-node": "1",
-        "cpus-per-task": str(part.cpus_per_node),
-        "time": spec.time,
-        "output": str(run_dir / "logs" / "job.%j.out"),
-        "open-mode": "append",
-        "requeue": None,
-    }
-    if parse_time(spec.time) >= REQUEUE_MIN_TIME:
-        # USR1 two minutes before the time limit: checkpoint and requeue (see blocks/wait.sh.j2).
-        # A shorter job would be warned as it starts and requeue itself forever.
-        opts["signal"] = f"B:USR1@{REQUEUE_WARNING}"
-    if part.gres:
-        opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"
-    if spec.profile.account:
-        opts["account"] = spec.profile.account
-    if spec.profile.qos:
-        opts["qos"] = spec.profile.qos
-    for key, value in spec.profile.sbatch_extra.items():
-        name = key.removeprefix("--")
-        if not _SBATCH_KEY.match(name):
-            raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
-        opts[name] = value
-    for name, value in opts.items():
-        if value is not None and ("\n" in value or "\r" in value):
-            raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
-                              f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
-    return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
-
-
 def render(spec: JobSpec, run_dir: Path) -> Rendered:
+    """The job script and the other files of the run directory. The common template and the launcher
+    see only the neutral job variables; the scheduler's own parts come from its template folder."""
     launcher = get_launcher(spec.recipe.launcher)
+    scheduler = get_scheduler(spec.profile.scheduler)
     env = _environment(spec)
-    part = spec.partition_spec
-    slurm = spec.profile.scheduler == "slurm"
+    files = runfiles.RunFiles(run_dir)
     context = {
         "version": __version__,
         "spec": spec,
-        "run_dir": str(run_dir),
-        "slurm": slurm,
-        "sbatch_options": sbatch_options(spec, run_dir) if slurm else [],
+        "files": files,
+        "scheduler": scheduler.name,
+        "scheduler_templates": scheduler.template_dir,
+        "sched": scheduler.script_context(spec, run_dir),
         "asset_store": shell_path(spec.profile.assets.store),
         "env": {**spec.profile.env, **spec.recipe.env},
-        "cpus_per_task": part.cpus_per_node,
-        "gres": f"{part.gres}:{spec.gpus_per_node}" if (slurm and part.gres) else None,
+        "launch": launcher.script_context(spec, run_dir),
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }
     for key in context["env"]:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not _ENV_NAME.match(key):
             raise ConfigError(f"environment variable name {key!r} is not valid in a shell", key=f"env.{key}")
     try:
         script = env.get_template("job.sbatch.j2").render(context)
+        extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
     except jinja2.TemplateNotFound as exc:
         raise NotFoundError("template", exc.name or "?", hint="check the profile's `templates` folder") from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}", key="templates") from None
-    files = {SCRIPT_NAME: script, "resolved.yaml": spec.to_yaml(), **launcher.files(spec)}
-    return Rendered(script=script, files=files)
+    files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
+    return Rendered(script=script, files=files_out)

@@ -1,16 +1,31 @@
-"""Where a rendered job script runs: Slurm, or this machine (local)."""
+"""Where a rendered job script runs: Slurm, or this machine (local). Looked up by name in one table,
+which the profile validation uses too; a backend's module is imported only when it is used."""
 
 from __future__ import annotations
 
-from hpclaunch.schedulers.base import JobStatus, Scheduler
-from hpclaunch.schedulers.local import LocalScheduler
-from hpclaunch.schedulers.slurm import SlurmScheduler
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-SCHEDULERS: dict[str, type[Scheduler]] = {"slurm": SlurmScheduler, "local": LocalScheduler}
+from hpclaunch.errors import NotFoundError
+from hpclaunch.schedulers.base import JobStatus
+
+if TYPE_CHECKING:
+    from hpclaunch.schedulers.base import Scheduler
+
+# name -> "module:class"
+SCHEDULERS: dict[str, str] = {
+    "slurm": "hpclaunch.schedulers.slurm:SlurmScheduler",
+    "local": "hpclaunch.schedulers.local:LocalScheduler",
+}
+SCHEDULER_NAMES: tuple[str, ...] = tuple(SCHEDULERS)
 
 
 def get_scheduler(name: str) -> Scheduler:
-    return SCHEDULERS[name]()
+    if name not in SCHEDULERS:
+        raise NotFoundError("scheduler", name, SCHEDULERS)
+    module, cls = SCHEDULERS[name].split(":")
+    scheduler: Scheduler = getattr(import_module(module), cls)()
+    return scheduler
 
 
-__all__ = ["JobStatus", "Scheduler", "SCHEDULERS", "get_scheduler"]
+__all__ = ["JobStatus", "SCHEDULERS", "SCHEDULER_NAMES", "get_scheduler"]

@@ -1,4 +1,10 @@
-"""The scheduler interface and the job states every backend maps onto."""
+"""The scheduler interface and the job states every backend maps onto.
+
+A scheduler owns its part of the job script: the template folder ``templates/schedulers/<name>/``
+(header, job variables, the step that starts one task per node, the reaction to signals; see its
+README.md) and the values those parts need (`script_context`). Everything else in the script and
+every launcher sees only the neutral variables the scheduler's ``job.sh.j2`` exports.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 # States a job ends in; anything else may still change.
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
@@ -30,6 +40,15 @@ class JobStatus:
 
 class Scheduler(ABC):
     name: str
+
+    @property
+    def template_dir(self) -> str:
+        """This scheduler's folder of template parts, relative to a templates folder."""
+        return f"schedulers/{self.name}"
+
+    def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
+        """Values this scheduler's template parts use (as ``sched``); raise ConfigError for a bad one."""
+        return {}
 
     def check_available(self) -> None:
         """Raise CommandError when this scheduler cannot be used from here (before anything is written).

@@ -1,12 +1,12 @@
-"""Local: the job script runs on this machine in the background, as its own process group, with the
-variables a single-node Slurm job would have. Its state lives in RUN_DIR/local/."""
+"""Local: the job script runs on this machine in the background, as its own process group; its template
+parts (templates/schedulers/local/) make it a one-node job. The job id is passed as HPCLAUNCH_JOB_ID.
+Its state lives in RUN_DIR/local/ (the run-directory contract's scheduler state folder)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hpclaunch import registry
 from hpclaunch.errors import HpclaunchError
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler
 
 # Writes the script's exit code atomically when it ends, however it ends short of SIGKILL.
@@ -21,7 +22,7 @@ _WRAPPER = 'bash "$1"; rc=$?; echo "$rc" > "$2.tmp"; mv "$2.tmp" "$2"; exit "$rc
 
 
 def _state_dir(run_dir: Path) -> Path:
-    return run_dir / "local"
+    return RunFiles(run_dir).scheduler_state(LocalScheduler.name)
 
 
 def _alive(pgid: int) -> bool:
@@ -43,17 +44,8 @@ class LocalScheduler(Scheduler):
         job_id = registry.next_local_id()
         state = _state_dir(run_dir)
         state.mkdir(exist_ok=True)
-        env = {
-            **os.environ,
-            "SLURM_JOB_ID": job_id,
-            "SLURM_JOB_NAME": script.parent.name,
-            "SLURM_JOB_NODELIST": socket.gethostname(),
-            "SLURM_NNODES": "1",
-            "SLURM_NODEID": "0",
-            "SLURM_RESTART_COUNT": "0",
-            "SLURM_SUBMIT_DIR": os.getcwd(),
-        }
-        out = open(run_dir / "logs" / f"job.{job_id}.out", "ab")
+        env = {**os.environ, "HPCLAUNCH_JOB_ID": job_id}
+        out = open(RunFiles(run_dir).job_output(job_id), "ab")
         proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(script), str(state / "exitcode")],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, cwd=run_dir, start_new_session=True)

@@ -1,14 +1,64 @@
-"""Slurm: sbatch --parsable to submit; squeue, then sacct, then scontrol for status (so status works
-when accounting is disabled or purged); scancel to cancel. All through the command-runner seam."""
+"""Slurm: the #SBATCH options and the template parts in templates/schedulers/slurm/; sbatch --parsable to
+submit; squeue, then sacct, then scontrol for status (so status works when accounting is disabled or
+purged); scancel to cancel. All through the command-runner seam."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch import cmd
-from hpclaunch.errors import CommandError
+from hpclaunch.config.slurmtime import parse_time
+from hpclaunch.errors import CommandError, ConfigError
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler
+from hpclaunch.shell import quote
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
+
+REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
+REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
+    """The #SBATCH options, sorted, each value quoted for Slurm's own parser."""
+    part = spec.partition_spec
+    opts: dict[str, str | None] = {
+        "job-name": spec.name,
+        "partition": spec.partition,
+        "nodes": str(spec.nodes),
+        "ntasks-per-node": "1",
+        "cpus-per-task": str(part.cpus_per_node),
+        "time": spec.time,
+        "output": str(RunFiles(run_dir).job_output("%j")),
+        "open-mode": "append",
+        "requeue": None,
+    }
+    if parse_time(spec.time) >= REQUEUE_MIN_TIME:
+        # USR1 two minutes before the time limit: checkpoint and requeue (see blocks/wait.sh.j2).
+        # A shorter job would be warned as it starts and requeue itself forever.
+        opts["signal"] = f"B:USR1@{REQUEUE_WARNING}"
+    if part.gres:
+        opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"
+    if spec.profile.account:
+        opts["account"] = spec.profile.account
+    if spec.profile.qos:
+        opts["qos"] = spec.profile.qos
+    for key, value in spec.profile.sbatch_extra.items():
+        name = key.removeprefix("--")
+        if not _SBATCH_KEY.match(name):
+            raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
+        opts[name] = value
+    for name, value in opts.items():
+        if value is not None and ("\n" in value or "\r" in value):
+            raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
+                              f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
+    return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
+
 
 _SQUEUE_FORMAT = "%i|%T|%r|%N|%M|%l"
 _SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Elapsed,Timelimit,Reason"
@@ -29,6 +79,14 @@ class SlurmScheduler(Scheduler):
 
     def check_available(self) -> None:
         cmd.require("sbatch")
+
+    def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
+        part = spec.partition_spec
+        return {
+            "options": sbatch_options(spec, run_dir),
+            "cpus_per_task": part.cpus_per_node,
+            "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
+        }
 
     def submit(self, script: Path, run_dir: Path) -> str:
         proc = cmd.run(["sbatch", "--parsable", str(script)], timeout=120)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.render.render import sbatch_options
 from hpclaunch.resolve import resolve
+from hpclaunch.schedulers.slurm import sbatch_options
 
 
 @pytest.mark.slurm

@@ -8,16 +8,19 @@ Golden scripts: tests/fixtures/golden/msrun-*.sbatch are re-rendered by tests/un
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from hpclaunch.launchers.msrun import NODE_SCRIPT, WORKER_WRAPPER
 from hpclaunch.render.render import render
 from hpclaunch.resolve import CliOverrides, resolve
 from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.runfiles import MSRUN_NODE_SCRIPT as NODE_SCRIPT
+from hpclaunch.runfiles import MSRUN_WORKER as WORKER_WRAPPER
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
@@ -67,21 +70,22 @@ def _rendered(hpc_home, profile="dev-slurm", preset="tiny", layout="2n2g"):
     return spec, render(spec, run_dir)
 
 
-def test_one_msrun_per_node_with_slurm_node_rank(hpc_home):
+def test_one_msrun_per_node_with_the_neutral_node_rank(hpc_home):
     spec, rendered = _rendered(hpc_home)
     script = rendered.script
     assert spec.recipe.python_env == "mindspore"
     assert "source /opt/hpclaunch-venvs/mindspore/bin/activate" in script
     assert "srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1" in script
     for word in ("msrun --worker_num=4 --local_worker_num=2", '"--master_addr=${MASTER_IP}"',
-                 '"--master_port=${MASTER_PORT}"', '"--node_rank=${SLURM_NODEID:-0}"',
-                 '"--log_dir=${HPCLAUNCH_LOG_DIR}/msrun/node${SLURM_NODEID:-0}.restart-${HPCLAUNCH_RESTART}"',
+                 '"--master_port=${MASTER_PORT}"', '"--node_rank=${HPCLAUNCH_NODE_RANK:-0}"',
+                 '"--log_dir=${HPCLAUNCH_LOG_DIR}/msrun/node${HPCLAUNCH_NODE_RANK:-0}.restart-${HPCLAUNCH_RESTART:-0}"',
                  "--join=True", "--cluster_time_out=300",
                  f"/runs/msrun/{NODE_SCRIPT} msrun",
                  f"/runs/msrun/{WORKER_WRAPPER} /runs/msrun/recipe/train.py",
                  "--config /runs/msrun/resolved.yaml"):
         assert word in script, word
     assert set(rendered.files) >= {NODE_SCRIPT, WORKER_WRAPPER, "job.sbatch", "resolved.yaml"}
+    assert "SLURM_" not in rendered.files[NODE_SCRIPT] and "SLURM_" not in rendered.files[WORKER_WRAPPER]
 
 
 def test_ascend_makes_npus_visible_and_uses_recipe_timeout(hpc_home):
@@ -142,3 +146,71 @@ def test_worker_wrapper_ignores_the_scheduler(tmp_path, hpc_home):
                           text=True)
     assert proc.returncode == 5
     assert not list(tmp_path.glob("*.exit"))
+
+
+# --- the node supervisor (msrun-node.sh), run by bash with a stand-in for msrun: a small script that
+# behaves as msrun does towards its supervisor (starts "workers", returns only 0 or 1). The real msrun
+# runs under it in tests/integration/test_msrun_slurm.py.
+
+_FAKE_MSRUN = """#!/bin/bash
+# stand-in msrun: $1 = what to do
+case "$1" in
+  ok) echo "worker output"; exit 0 ;;
+  fail) echo "7 7" > "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.exit"
+        echo "[INFO] noise" > "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"
+        echo "ValueError: bad batch" >> "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"; exit 1 ;;
+  killed) echo "worker 0 exit with exception. Error code: -9"; exit 1 ;;
+  hang) sleep 300 & sleep 300 ; exit 0 ;;
+esac
+"""
+
+
+def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None = None):
+    _, rendered = _rendered(hpc_home)
+    node = tmp_path / NODE_SCRIPT
+    node.write_text(rendered.files[NODE_SCRIPT])
+    fake = tmp_path / "msrun"
+    fake.write_text(_FAKE_MSRUN)
+    fake.chmod(0o755)
+    env = {**os.environ, "HPCLAUNCH_LOG_DIR": str(tmp_path / "logs"), "HPCLAUNCH_RESTART": "2",
+           "HPCLAUNCH_NODE_RANK": "1", "HPCLAUNCH_JOB_ID": f"t{os.getpid()}"}
+    proc = subprocess.Popen(["bash", str(node), str(fake), mode], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if signal_after is not None:
+        time.sleep(signal_after)
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err, tmp_path / "logs" / "msrun" / "node1.restart-2"
+
+
+def test_node_supervisor_passes_success_and_keeps_msruns_output(tmp_path, hpc_home):
+    code, _, _, log = _node_run(tmp_path, hpc_home, "ok")
+    assert code == 0
+    assert (log / "msrun.out").read_text() == "worker output\n"
+
+
+def test_node_supervisor_exits_with_the_failed_workers_own_code(tmp_path, hpc_home):
+    code, _, err, log = _node_run(tmp_path, hpc_home, "fail")
+    assert code == 7
+    assert f"msrun worker rank 7 on node 1 failed with exit code 7; log: {log}/worker_7.log" in err
+    assert "hpclaunch:   ValueError: bad batch" in err and "noise" not in err
+
+
+def test_node_supervisor_reports_a_worker_killed_by_a_signal(tmp_path, hpc_home):
+    code, _, err, log = _node_run(tmp_path, hpc_home, "killed")
+    assert code == 137
+    assert f"an msrun worker on node 1 was killed by signal 9; logs: {log}" in err
+
+
+def test_node_supervisor_stops_every_tagged_process_on_sigterm(tmp_path, hpc_home):
+    code, _, _, _ = _node_run(tmp_path, hpc_home, "hang", signal_after=1.0)
+    assert code == 143
+    tag = f"HPCLAUNCH_MSRUN_TAG=t{os.getpid()}.1."
+    left = []
+    for env_file in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if tag.encode() in env_file.read_bytes():
+                left.append(env_file.parent.name)
+        except OSError:
+            continue
+    assert not left, f"processes of the stopped node still running: {left}"
