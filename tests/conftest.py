@@ -21,10 +21,15 @@ Markers
 ``@pytest.mark.slurm``  needs the dev Slurm cluster (``scripts/dev-cluster.sh up``); skipped when
                         ``sinfo`` fails or is missing.
 ``@pytest.mark.slow``   trains real models (minutes on 2 cores).
+``@pytest.mark.gpu``    needs an NVIDIA GPU; the only tests allowed to skip under strict skips.
+
+Strict skips: with ``HPCLAUNCH_STRICT_SKIPS=1`` (``scripts/test.sh`` and CI set it) a test that skips
+fails the run, with its reason listed, unless it is marked ``gpu``: every test that can run here must run.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -60,6 +65,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slurm"):
             item.add_marker(skip)
+
+
+_UNEXPECTED_SKIPS: list[tuple[str, str]] = []
+
+
+def _strict_skips() -> bool:
+    return os.environ.get("HPCLAUNCH_STRICT_SKIPS") == "1"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not (_strict_skips() and report.skipped) or "gpu" in report.keywords:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    _UNEXPECTED_SKIPS.append((report.nodeid, reason))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _UNEXPECTED_SKIPS and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _UNEXPECTED_SKIPS:
+        return
+    terminalreporter.section("tests that should have run but skipped (HPCLAUNCH_STRICT_SKIPS=1)", red=True)
+    for nodeid, reason in _UNEXPECTED_SKIPS:
+        terminalreporter.line(f"{nodeid}: {reason}")
+    terminalreporter.line("set up what is missing (scripts/test.sh does) or mark a GPU-only test @pytest.mark.gpu")
 
 
 @pytest.fixture

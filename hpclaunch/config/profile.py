@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from hpclaunch.backends import SCHEDULER_NAMES
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.slurmtime import parse_time
-from hpclaunch.schedulers import SCHEDULER_NAMES
 
 if TYPE_CHECKING:
     SchedulerName = str
 else:
-    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch.schedulers' table
+    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch/backends.py
 
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
 Backend = Literal["nccl", "mccl", "hccl", "gloo"]

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from hpclaunch.backends import LAUNCHER_NAMES
 from hpclaunch.config.base import SlurmTimeText, StrictModel
-from hpclaunch.launchers import LAUNCHER_NAMES
 
 if TYPE_CHECKING:
     Launcher = str
 else:
-    Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch.launchers' table
+    Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch/backends.py
 
 
 class ModelSpec(StrictModel):

@@ -1,23 +1,17 @@
-"""Launchers turn a JobSpec into the command each node runs. Looked up by name in one table, which the
-recipe validation uses too; a launcher's module is imported only when it is used."""
+"""Launchers turn a JobSpec into the command each node runs. Looked up by name in the table in
+hpclaunch/backends.py, which the recipe validation uses too; a launcher's module is imported only when it is used."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends import LAUNCHER_NAMES, LAUNCHERS
 from hpclaunch.errors import NotFoundError
 
 if TYPE_CHECKING:
     from hpclaunch.launchers.base import Launcher
 
-# name -> "module:class"
-LAUNCHERS: dict[str, str] = {
-    "torchrun": "hpclaunch.launchers.torchrun:TorchrunLauncher",
-    "deepspeed": "hpclaunch.launchers.deepspeed:DeepSpeedLauncher",
-    "msrun": "hpclaunch.launchers.msrun:MsrunLauncher",
-}
-LAUNCHER_NAMES: tuple[str, ...] = tuple(LAUNCHERS)
 
 
 def get_launcher(name: str) -> Launcher:

@@ -1,23 +1,18 @@
-"""Where a rendered job script runs: Slurm, or this machine (local). Looked up by name in one table,
-which the profile validation uses too; a backend's module is imported only when it is used."""
+"""Where a rendered job script runs: Slurm, or this machine (local). Looked up by name in the table in
+hpclaunch/backends.py, which the profile validation uses too; a backend's module is imported only when it is used."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends import SCHEDULER_NAMES, SCHEDULERS
 from hpclaunch.errors import NotFoundError
 from hpclaunch.schedulers.base import JobStatus
 
 if TYPE_CHECKING:
     from hpclaunch.schedulers.base import Scheduler
 
-# name -> "module:class"
-SCHEDULERS: dict[str, str] = {
-    "slurm": "hpclaunch.schedulers.slurm:SlurmScheduler",
-    "local": "hpclaunch.schedulers.local:LocalScheduler",
-}
-SCHEDULER_NAMES: tuple[str, ...] = tuple(SCHEDULERS)
 
 
 def get_scheduler(name: str) -> Scheduler:
