@@ -51,25 +51,56 @@ REASONS: dict[str, tuple[str, str]] = {
     "SystemFailure": ("a Slurm system failure", "resubmit"),
     "Prolog": ("its prolog is running", ""),
     "BurstBufferResources": ("waiting for burst-buffer resources", ""),
+    # met in the recorded outputs (tests/fixtures/slurm) and on real clusters
+    "job requeued in held state": ("requeued and held, by `scontrol requeuehold` or after a failed launch",
+                                   "`scontrol release JOB`"),
+    "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions": (
+        "a node it needs is down, drained or reserved", "`sinfo -R` shows why; resubmit without --nodelist "
+        "or on another partition"),
+    "JobArrayTaskLimit": ("the array's limit of tasks running at once (--array=...%N) is reached",
+                          "the next task starts when one ends"),
+    "JobLaunchFailure": ("Slurm could not launch the job", "`hpclaunch logs JOB --diagnose`; resubmit"),
+    "WaitingForScheduling": ("the scheduler has not looked at it yet", "it is evaluated shortly"),
 }
 
-# QOS limits: QOSMaxGRESPerUser, QOSGrpNodeLimit, ... share one explanation.
+# QOS limits: QOSMaxGRESPerUser, QOSGrpNodeLimit, ... share one explanation; so do the account
+# (association) limits: AssocGrpMemLimit, AssocMaxWallDurationPerJobLimit, ...
 _QOS = re.compile(r"^QOS\w*(Limit|PerUser|PerJob|PerAccount|Minutes)\w*$|^QOS\w+$")
+_ASSOC = re.compile(r"^Assoc\w+$")
+
+
+def _lookup(code: str) -> tuple[str, str] | None:
+    if code in REASONS:
+        return REASONS[code]
+    if _QOS.match(code):
+        return (f"a QOS limit is reached ({code})", "wait for your other jobs, or use another QOS")
+    if _ASSOC.match(code):
+        return (f"a limit of your account is reached ({code})", "wait for your other jobs to end")
+    if "held" in code.lower():
+        return ("held", "`scontrol release JOB`")
+    return None
+
+
+def _meaning(code: str) -> tuple[str, str] | None:
+    """The meaning of a code, also with Slurm's detail after a comma:
+    "ReqNodeNotAvail, UnavailableNodes:n[1-2]" -> the ReqNodeNotAvail meaning + ": UnavailableNodes:n[1-2]"."""
+    found = _lookup(code)
+    if found is None and ", " in code:
+        base, detail = code.split(", ", 1)
+        found = _lookup(base)
+        if found is not None:
+            return (f"{found[0]}: {detail}", found[1])
+    return found
 
 
 def explain(code: str | None) -> str | None:
     """`Resources` -> "waiting for nodes/GPUs to become free (it starts when running jobs end)"."""
     if not code or code == "None":
         return None
-    text, todo = REASONS.get(code, (None, ""))
-    if text is None:
-        held = code.lower().startswith("held") or "held" in code.lower()
-        if _QOS.match(code):
-            text, todo = (f"a QOS limit is reached ({code})", "wait for your other jobs, or use another QOS")
-        elif held:
-            text, todo = ("held", "`scontrol release JOB`")
-        else:
-            return code
+    found = _meaning(code)
+    if found is None:
+        return code
+    text, todo = found
     return f"{text} ({todo})" if todo else text
 
 
@@ -77,6 +108,5 @@ def words(code: str | None) -> str | None:
     """Only the meaning, without the advice."""
     if not code or code == "None":
         return None
-    if code in REASONS:
-        return REASONS[code][0]
-    return explain(code)
+    found = _meaning(code)
+    return found[0] if found else code

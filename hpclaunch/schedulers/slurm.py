@@ -13,6 +13,7 @@ from hpclaunch import cmd
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.runfiles import RunFiles
+from hpclaunch.schedulers import slurm_output
 from hpclaunch.schedulers.base import JobStatus, Scheduler
 from hpclaunch.shell import quote
 
@@ -60,19 +61,6 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
     return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
 
 
-_SQUEUE_FORMAT = "%i|%T|%r|%N|%M|%l"
-_SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Elapsed,Timelimit,Reason"
-
-
-def _state(raw: str) -> str:
-    # sacct prints "CANCELLED by 0"; squeue prints plain names
-    return raw.split()[0].rstrip("+") if raw else "UNKNOWN"
-
-
-def _none(value: str) -> str | None:
-    value = value.strip()
-    return None if value in ("", "None", "(null)", "n/a") else value
-
 
 class SlurmScheduler(Scheduler):
     name = "slurm"
@@ -95,51 +83,28 @@ class SlurmScheduler(Scheduler):
             raise CommandError(f"sbatch answered {proc.stdout.strip()!r}, not a job id")
         return job_id
 
+    # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
+    # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm_output.py.
     def _squeue(self, ids: Sequence[str]) -> dict[str, JobStatus]:
-        proc = cmd.run(["squeue", "--noheader", f"--format={_SQUEUE_FORMAT}", f"--jobs={','.join(ids)}"],
-                       check=False)
-        out: dict[str, JobStatus] = {}
-        for line in proc.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) != 6 or parts[0] not in ids:
-                continue
-            jid, state, reason, nodes, elapsed, limit = parts
-            out[jid] = JobStatus(jid, _state(state), _none(reason), None, _none(nodes), elapsed, limit,
-                                 source="squeue")
-        return out
+        proc = cmd.run(["squeue", "--noheader", "--array", f"--format={slurm_output.SQUEUE_FORMAT}",
+                        f"--jobs={','.join(ids)}"], check=False)
+        return slurm_output.select(slurm_output.parse_squeue_text(proc.stdout), ids, "squeue")
 
     def _sacct(self, ids: Sequence[str]) -> dict[str, JobStatus]:
-        proc = cmd.run(["sacct", "--noheader", "--parsable2", "--allocations", f"--format={_SACCT_FIELDS}",
+        proc = cmd.run(["sacct", "--parsable2", "--allocations", f"--format={slurm_output.SACCT_FIELDS}",
                         f"--jobs={','.join(ids)}"], check=False)
-        out: dict[str, JobStatus] = {}
         if proc.returncode != 0:
-            return out  # accounting disabled: fall back to scontrol
-        for line in proc.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) != 7 or parts[0] not in ids:
-                continue
-            jid, state, exit_code, nodes, elapsed, limit, reason = parts
-            out[jid] = JobStatus(jid, _state(state), _none(reason), exit_code, _none(nodes), elapsed, limit,
-                                 source="sacct")
-        return out
+            return {}  # accounting disabled: fall back to scontrol
+        return slurm_output.select(slurm_output.parse_sacct_text(proc.stdout), ids, "sacct")
 
     def _scontrol(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         """One `scontrol show job` call: for one id that job, for several every job slurmctld still knows
         (so many finished jobs cost one call, with accounting disabled too)."""
         argv = ["scontrol", "show", "job", "--oneliner"] + ([ids[0]] if len(ids) == 1 else [])
         proc = cmd.run(argv, check=False)
-        out: dict[str, JobStatus] = {}
         if proc.returncode != 0:
-            return out
-        for line in proc.stdout.splitlines():
-            fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-            jid = fields.get("JobId", "")
-            if jid not in ids:
-                continue
-            out[jid] = JobStatus(jid, _state(fields.get("JobState", "")), _none(fields.get("Reason", "")),
-                                 fields.get("ExitCode"), _none(fields.get("NodeList", "")),
-                                 fields.get("RunTime"), fields.get("TimeLimit"), source="scontrol")
-        return out
+            return {}
+        return slurm_output.select(slurm_output.parse_scontrol(proc.stdout), ids, "scontrol")
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         ids = [str(j) for j in job_ids]
