@@ -13,6 +13,8 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/logs/msrun/node<K>.restart-<N>/         per node and restart (msrun): worker_<R>.log, scheduler.log,
                                                     msrun.out, worker_<R>.exit (a failed worker's own exit code)
     RUN_DIR/metrics/rank-<R>.jsonl                  metrics, JSON lines, appended across restarts
+    RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
+    RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
@@ -37,6 +39,7 @@ RECIPE = "recipe"
 LOGS = "logs"
 METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
+PROGRESS = "progress"
 MSRUN_LOGS = "msrun"
 
 # --- the variables the job script exports for everything that runs inside the job
@@ -48,6 +51,7 @@ ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log fol
 
 _JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
 _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
+_PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")
 _MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
 _MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
 
@@ -151,6 +155,21 @@ class RunFiles:
 
     def metrics_file(self, rank: int) -> Path:
         return self.metrics / f"rank-{rank}.jsonl"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / PROGRESS
+
+    def progress_file(self, rank: int, restart: int) -> Path:
+        return self.progress / f"rank-{rank}.restart-{restart}.json"
+
+    def progress_files(self, restart: int) -> list[Path]:
+        if not self.progress.is_dir():
+            return []
+        return [p for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name)) and int(m.group(2)) == restart]
+
+    def watchdog_verdict(self, restart: int) -> Path:
+        return self.logs / f"watchdog.restart-{restart}.json"
 
     # --- reading back
     def job_outputs(self) -> list[Path]:
