@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from hpclaunch.assets.store import check_files, iter_assets, refresh_mtimes, store_root
-from hpclaunch.cli.options import json_option, profile_option
-from hpclaunch.cli.tables import print_table
-from hpclaunch.errors import AssetError
-
-
-def _store(profile: str) -> Path:
-    from hpclaunch.config.loader import load_profile
-
-    return store_root(load_profile(profile).assets.store)
+from hpclaunch.assets.inventory import list_assets, profile_store, raise_for_problems, verify_store
+from hpclaunch.cli.options import echo_json, json_option, profile_option
+from hpclaunch.cli.tables import human, print_table
 
 
 @click.group("assets")
@@ -29,32 +21,10 @@ def assets() -> None:
 @json_option
 def list_cmd(profile: str, as_json: bool) -> None:
     """The staged assets of the profile's store: repo, revision, commit, files, size, source, time."""
-    from hpclaunch.cli.stage import human
-
-    store = _store(profile)
-    items = []
-    for folder, m in iter_assets(store):
-        if m is None:
-            items.append({"path": str(folder), "state": "no manifest (incomplete)"})
-            continue
-        items.append(
-            {
-                "kind": m.kind,
-                "repo_id": m.repo_id,
-                "revision": m.revision,
-                "commit": m.commit,
-                "parts": m.parts,
-                "configs": m.configs,
-                "files": len(m.files),
-                "bytes": m.total_bytes,
-                "endpoint": m.endpoint,
-                "staged_at": m.staged_at,
-                "path": str(folder),
-                "state": "staged",
-            }
-        )
+    store = profile_store(profile)
+    items = list_assets(store)
     if as_json:
-        click.echo(json.dumps({"store": str(store), "assets": items}, indent=1))
+        echo_json({"store": str(store), "assets": items})
         return
     rows = [
         (
@@ -82,40 +52,18 @@ def list_cmd(profile: str, as_json: bool) -> None:
 @json_option
 def verify_cmd(profile: str, as_json: bool) -> None:
     """Recompute every file's sha256 and name each missing or corrupt one (exit 2 if any)."""
-    store = _store(profile)
-    report, bad = [], []
-    for folder, m in iter_assets(store):
-        if m is None:
-            bad.append(f"{folder}: no manifest (incomplete asset)")
-            report.append({"path": str(folder), "ok": False, "problems": ["no manifest"]})
-            continue
-        problems = check_files(folder, m, rehash=True)
-        bad += [str(p) for p in problems]
-        if not problems:
-            refresh_mtimes(folder, m)  # e.g. a store copied without its mtimes: trusted again
-        report.append(
-            {
-                "repo_id": m.repo_id,
-                "kind": m.kind,
-                "path": str(folder),
-                "files": len(m.files),
-                "ok": not problems,
-                "problems": [str(p) for p in problems],
-            }
-        )
-        if not as_json:
-            click.echo(
-                f"{'ok     ' if not problems else 'FAILED '} {m.kind} {m.repo_id}@{m.revision} "
-                f"({len(m.files)} files)"
-            )
+    store = profile_store(profile)
+    checks = []
+    for check in verify_store(store):
+        checks.append(check)
+        m = check.manifest
+        if m is not None and not as_json:
+            click.echo(f"{'ok     ' if check.ok else 'FAILED '} {m.kind} {m.repo_id}@{m.revision} "
+                       f"({len(m.files)} files)")
     if as_json:
-        click.echo(json.dumps({"store": str(store), "assets": report}, indent=1))
-    if bad:
-        raise AssetError(
-            f"{len(bad)} problem(s) in the asset store {store}:\n  " + "\n  ".join(bad),
-            hint="stage the assets again: hpclaunch stage-assets ... (only bad files are fetched)",
-        )
-    if not report:
+        echo_json({"store": str(store), "assets": [c.to_json() for c in checks]})
+    raise_for_problems(store, checks)
+    if not checks:
         click.echo(f"the asset store {store} is empty", err=True)
 
 
@@ -126,8 +74,7 @@ def unpack_cmd(archive: Path, profile: str) -> None:
     """Unpack a tar written by `stage-assets --pack` into the store, verifying every file."""
     from hpclaunch.assets.pack import unpack
 
-    store = _store(profile)
-    for u in unpack(archive, store):
+    for u in unpack(archive, profile_store(profile)):
         click.echo(
             f"unpacked and verified {u.manifest.kind} {u.manifest.repo_id}@{u.manifest.revision} "
             f"({len(u.manifest.files)} files) -> {u.path}"

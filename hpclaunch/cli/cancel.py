@@ -5,16 +5,21 @@ from __future__ import annotations
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.schedulers import get_scheduler
 
 
 @click.command("cancel")
 @click.argument("job")
-def cancel_cmd(job: str) -> None:
+@json_option
+def cancel_cmd(job: str, as_json: bool) -> None:
     """Cancel JOB (every step and the batch script)."""
     record = registry.get(job)
     get_scheduler(record.scheduler).cancel(record.job_id)
-    click.echo(f"cancelled {record.job_id}")
+    if as_json:
+        echo_json({"job_id": record.job_id, "cancelled": True})
+    else:
+        click.echo(f"cancelled {record.job_id}")
 
 
 def register(group: click.Group) -> None:

@@ -1,43 +1,33 @@
-"""Wait for a job and stream its output (`submit --follow`)."""
+"""Printing a followed job (`submit --follow`, `logs -f`): what hpclaunch.logs.follow yields, and Ctrl-C."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import click
 
-from hpclaunch import registry
-from hpclaunch.errors import JobFailed
-from hpclaunch.schedulers import get_scheduler
+from hpclaunch.logs.follow import End, Event, Restart
+from hpclaunch.logs.read import Line
+from hpclaunch.schedulers.base import JobStatus
+
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
-def _stream(path: Path, offset: int) -> int:
-    if not path.is_file():
-        return offset
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read()
-    if data:
-        click.echo(data.decode(errors="replace"), nl=False)
-    return offset + len(data)
-
-
-def follow_job(job_id: str, *, poll: float = 1.0) -> None:
-    record = registry.get(job_id)
-    scheduler = get_scheduler(record.scheduler)
-    out = Path(record.run_dir) / "logs" / f"job.{job_id}.out"
-    offset = 0
-    while True:
-        status = scheduler.status([job_id])[job_id]
-        offset = _stream(out, offset)
-        if status.finished:
-            break
-        time.sleep(poll)
-    time.sleep(0.2)
-    _stream(out, offset)
-    click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),
-               err=True)
-    if status.state != "COMPLETED":
-        raise JobFailed(f"job {job_id} ended {status.state}",
-                        hint=f"hpclaunch logs {job_id} --diagnose")
+def print_followed(job_id: str, events: Iterator[Event], emit: Callable[[Line], None], *,
+                   restarts: bool = True) -> JobStatus | None:
+    """Print each line through `emit` (and `==> restart N <==` when a new restart starts); return the job's
+    final status. Ctrl-C stops the following, not the job: say so and how to re-attach or cancel, exit 130."""
+    try:
+        for event in events:
+            if isinstance(event, Line):
+                emit(event)
+            elif isinstance(event, Restart) and restarts:
+                click.echo(f"==> restart {event.restart} <==")
+            elif isinstance(event, End):
+                return event.status
+    except KeyboardInterrupt:
+        click.echo(f"\nhpclaunch: stopped following job {job_id}; the job still runs.\n"
+                   f"  re-attach: hpclaunch logs {job_id} -f\n"
+                   f"  cancel it: hpclaunch cancel {job_id}", err=True)
+        raise click.exceptions.Exit(INTERRUPTED) from None
+    return None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
 from hpclaunch.schedulers import JobStatus, get_scheduler
 
@@ -52,10 +52,12 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
 @click.option("--grep", "grep", default=None, metavar="RE", help="only lines matching this regex")
 @click.option("--follow", "-f", is_flag=True, help="print new lines as they are written, until the job ends")
 @click.option("--diagnose", is_flag=True, help="the first failing rank, the first real error and what to do")
-@click.option("--json", "as_json", is_flag=True, help="print JSON (one object per line for logs)")
+@json_option
 def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, grep: str | None,
              follow: bool, diagnose: bool, as_json: bool) -> None:
-    """Merged per-rank output of JOB (each line prefixed with its rank), every restart in order."""
+    """Merged per-rank output of JOB (each line prefixed with its rank), every restart in order.
+
+    With --json, one {"rank", "restart", "line"} object per line."""
     from hpclaunch.logs.read import batch_lines, merged
     from hpclaunch.runfiles import RunFiles
 
@@ -66,7 +68,7 @@ def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, 
 
         d = run_diagnose(run_dir, record.job_id, _status(record))
         if as_json:
-            click.echo(json.dumps(d.to_dict(), indent=2))
+            echo_json(d.to_dict())
         else:
             _print_diagnosis(d)
         return
@@ -78,20 +80,19 @@ def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, 
 
     def emit(line) -> None:  # noqa: ANN001
         if as_json:
-            click.echo(json.dumps({"rank": line.rank, "restart": line.restart, "line": line.text}))
+            echo_json({"rank": line.rank, "restart": line.restart, "line": line.text})
         else:
             click.echo(line.prefixed())
 
     if follow:
-        from hpclaunch.logs.follow import follow as follow_logs
+        from hpclaunch.cli.follow import print_followed
+        from hpclaunch.logs.follow import follow_job
 
-        scheduler = get_scheduler(record.scheduler)
         if tail:
             for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
                 emit(line)
-        for line in follow_logs(run_dir, lambda: scheduler.status([record.job_id])[record.job_id].finished,
-                                rank=rank, pattern=pattern, start_at_end=bool(tail)):
-            emit(line)
+        events = follow_job(record.job_id, rank=rank, pattern=pattern, start_at_end=bool(tail))
+        print_followed(record.job_id, events, emit, restarts=not as_json)
         return
 
     files = RunFiles(run_dir).rank_logs(rank=rank, restart=restart)

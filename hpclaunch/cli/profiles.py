@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import yaml
 
 from hpclaunch import cmd
+from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
+from hpclaunch.config.profile import Profile
 from hpclaunch.errors import HpclaunchError
 
 
@@ -17,14 +21,25 @@ def profiles() -> None:
 
 
 @profiles.command("list")
-def list_cmd() -> None:
+@json_option
+def list_cmd(as_json: bool) -> None:
     """A table of the profiles found: name, scheduler, accelerator, partitions."""
-    rows = []
+    found: list[tuple[str, Path, Profile | None, str | None]] = []  # name, file, profile or why it is invalid
     for name, path in sorted(profile_files().items()):
         try:
-            p = load_profile(str(path))
+            found.append((name, path, load_profile(str(path)), None))
         except HpclaunchError as exc:
-            rows.append((name, "?", "?", f"INVALID: {exc.message.splitlines()[0]}", str(path)))
+            found.append((name, path, None, exc.message.splitlines()[0]))
+    if as_json:
+        echo_json([{"name": name, "file": str(path), "error": error} if p is None else
+                   {"name": name, "file": str(path), "scheduler": p.scheduler, "accelerator": p.accelerator,
+                    "backend": p.backend, "partitions": {n: s.model_dump(mode="json") for n, s in p.partitions.items()}}
+                   for name, path, p, error in found])
+        return
+    rows = []
+    for name, path, p, error in found:
+        if p is None:
+            rows.append((name, "?", "?", f"INVALID: {error}", str(path)))
             continue
         parts = ", ".join(f"{n} ({s.max_nodes}x{s.gpus_per_node} {s.gpu_type or p.accelerator})"
                           for n, s in p.partitions.items())
@@ -34,9 +49,13 @@ def list_cmd() -> None:
 
 @profiles.command("show")
 @click.argument("profile")
-def show_cmd(profile: str) -> None:
+@json_option
+def show_cmd(profile: str, as_json: bool) -> None:
     """The resolved profile as YAML (all defaults filled in)."""
     p = load_profile(profile)
+    if as_json:
+        echo_json(p.model_dump(mode="json"))
+        return
     click.echo(f"# {find_profile(profile)}")
     click.echo(yaml.safe_dump(p.model_dump(mode="json"), sort_keys=False), nl=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import yaml
 
+from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
@@ -18,27 +19,37 @@ def recipes() -> None:
 
 
 @recipes.command("list")
-def list_cmd() -> None:
+@json_option
+def list_cmd(as_json: bool) -> None:
     """A table of the recipes found: name, launcher, task, presets, description."""
-    rows = []
+    found = []
     for name, folder in sorted(recipe_dirs().items()):
         try:
             data = read_yaml(folder / "recipe.yaml")
         except HpclaunchError as exc:
-            rows.append((name, "?", "?", "", f"INVALID: {exc.message}"))
+            found.append({"name": name, "folder": str(folder), "error": exc.message})
             continue
-        rows.append((name, data.get("launcher"), data.get("task"), ", ".join(data.get("presets") or {}),
-                     data.get("description", "")))
+        found.append({"name": name, "folder": str(folder), "launcher": data.get("launcher"), "task": data.get("task"),
+                      "presets": list(data.get("presets") or {}), "description": data.get("description", "")})
+    if as_json:
+        echo_json(found)
+        return
+    rows = [(r["name"], "?", "?", "", f"INVALID: {r['error']}") if "error" in r else
+            (r["name"], r["launcher"], r["task"], ", ".join(r["presets"]), r["description"]) for r in found]
     print_table(["name", "launcher", "task", "presets", "description"], rows)
 
 
 @recipes.command("show")
 @click.argument("recipe")
 @click.option("--preset", help="show the recipe with this preset applied")
-def show_cmd(recipe: str, preset: str | None) -> None:
+@json_option
+def show_cmd(recipe: str, preset: str | None, as_json: bool) -> None:
     """The recipe with defaults filled in (and a preset applied), as YAML."""
     src = load_recipe_source(recipe)
     merged, chosen = merge_recipe(src, preset, ())
+    if as_json:
+        echo_json(merged.model_dump(mode="json"))
+        return
     click.echo(f"# {find_recipe(recipe)}" + (f" (preset {chosen})" if chosen else ""))
     click.echo(yaml.safe_dump(merged.model_dump(mode="json"), sort_keys=False), nl=False)
 

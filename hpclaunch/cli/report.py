@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli.options import echo_json, json_option
 
 
 def _fmt(v: object) -> str:
@@ -18,7 +18,7 @@ def _fmt(v: object) -> str:
 @click.argument("job")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="folder for the PNGs "
               "(default RUN_DIR/report)")
-@click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
+@json_option
 def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     """PNG plots of loss, lr and tokens/s per step from JOB's metrics, and a text summary."""
     from hpclaunch.report.metrics import load_run, summary
@@ -32,8 +32,7 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     text = "\n".join(f"{k}: {_fmt(v)}" for k, v in info.items())
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        click.echo(json.dumps({**info, "plots": [str(p) for p in paths],
-                               "summary_file": str(out / "summary.txt")}, indent=2))
+        echo_json({**info, "plots": [str(p) for p in paths], "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)
     for p in [*paths, out / "summary.txt"]:
@@ -46,7 +45,7 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="the plot's path (default RUN_DIR_A/report/compare-JOB_B.png)")
 @click.option("--tolerance", type=float, default=None, help="exit 1 when the max abs difference is above it")
-@click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
+@json_option
 def compare_cmd(job_a: str, job_b: str, out: Path | None, tolerance: float | None, as_json: bool) -> None:
     """Per-step loss difference of two runs (B - A), its max abs value and a plot."""
     from hpclaunch.errors import JobFailed
@@ -61,8 +60,7 @@ def compare_cmd(job_a: str, job_b: str, out: Path | None, tolerance: float | Non
     info = {k: v for k, v in diff.items() if k not in ("steps", "diff")}
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
-        click.echo(json.dumps({**info, "per_step": per_step, "plot": str(path)},
-                              indent=2))
+        echo_json({**info, "per_step": per_step, "plot": str(path)})
     else:
         click.echo(f"steps compared: {diff['common_steps']} (only in {job_a}: {diff['only_a']}, "
                    f"only in {job_b}: {diff['only_b']})")

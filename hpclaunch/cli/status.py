@@ -3,7 +3,6 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
-from hpclaunch.cli.options import json_option
+from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -72,7 +71,7 @@ def status_cmd(job: str | None, as_json: bool) -> None:
     found = statuses(records)
     if as_json:
         data = [_as_dict(r, found[r.job_id]) for r in records]
-        click.echo(json.dumps(data[0] if job else data, indent=2))
+        echo_json(data[0] if job else data)
         return
     for r in records:
         s = found[r.job_id]
@@ -106,7 +105,7 @@ def jobs_cmd(limit: int, as_json: bool) -> None:
     records = registry.all_records()[-limit:] if limit > 0 else registry.all_records()
     found = statuses(records)
     if as_json:
-        click.echo(json.dumps([_as_dict(r, found[r.job_id]) for r in records], indent=2))
+        echo_json([_as_dict(r, found[r.job_id]) for r in records])
         return
     rows = []
     for r in records:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from hpclaunch import submit as submission
+from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.errors import JobFailed
 from hpclaunch.jobspec import JobSpec, is_jobspec_file, load_jobspec
 from hpclaunch.resolve import CliOverrides, resolve
 
@@ -25,7 +25,7 @@ from hpclaunch.resolve import CliOverrides, resolve
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. train.lr=3e-4")
 @click.option("--dry-run", is_flag=True, help="write the run directory and print the script; submit nothing")
 @click.option("--follow", "-f", is_flag=True, help="wait for the job and stream its output")
-@click.option("--json", "as_json", is_flag=True, help="print the submission as JSON")
+@json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, as_json: bool) -> None:
@@ -41,9 +41,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     for warning in done.warnings:
         click.echo(f"hpclaunch: warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps({"job_id": done.job_id, "run_dir": str(done.run_dir),
-                               "script": str(done.script_path), "layout": spec.layout,
-                               "profile": spec.profile.name, "recipe": spec.recipe.name}))
+        echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
+                   "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
     elif dry_run:
         click.echo(done.script, nl=False)
         click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
@@ -51,9 +50,22 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
-        from hpclaunch.cli.follow import follow_job  # only when following: keeps the dry-run light
+        _follow(done.job_id)
 
-        follow_job(done.job_id)
+
+def _follow(job_id: str) -> None:
+    """Stream the job script's output until the job ends; exit 1 unless it COMPLETED."""
+    from hpclaunch.cli.follow import print_followed  # only when following: keeps the dry-run light
+    from hpclaunch.logs.follow import follow_job
+
+    events = follow_job(job_id, rank_logs=False, job_output=job_id)
+    status = print_followed(job_id, events, lambda line: click.echo(line.text))
+    if status is None:
+        return
+    click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),
+               err=True)
+    if status.state != "COMPLETED":
+        raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
 
 
 def _spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:

@@ -1,10 +1,19 @@
-"""Tables on a terminal (rich), plain tab-separated text when piped."""
+"""Tables on a terminal (rich), plain tab-separated text when piped; sizes in words."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import click
+
+
+def human(n: float) -> str:
+    """A byte count in B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:

@@ -1,11 +1,9 @@
-"""Reading rank logs: tail from the end, grep, merging ranks and restarts, msrun files, follow."""
+"""Reading rank logs: tail from the end, grep, merging ranks and restarts, msrun files (following: test_follow)."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ from hypothesis import strategies as st
 
 import hpclaunch.logs.read as read
 from hpclaunch.cli.main import cli
-from hpclaunch.logs.follow import follow
 from hpclaunch.runfiles import RunFiles
 from tests.fixtures.jobrecords import add_local_record
 
@@ -121,29 +118,3 @@ def test_cli_bad_grep_and_missing_rank_are_user_errors(
     assert res.exit_code == 2 and "rank 99" in res.output
     res = CliRunner().invoke(cli, ["logs", "nope"])
     assert res.exit_code == 2 and "unknown job 'nope'" in res.output
-
-
-def test_follow_streams_new_lines_and_new_restarts_until_the_end(tmp_path: Path) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    ended = threading.Event()
-
-    def writer() -> None:
-        with open(logs / "rank-0.restart-0.log", "w") as f:
-            for i in range(3):
-                f.write(f"a{i}\n")
-                f.flush()
-                time.sleep(0.05)
-            f.write("partial")  # completed later
-            f.flush()
-            time.sleep(0.1)
-            f.write(" line\n")
-        (logs / "rank-0.restart-1.log").write_text("after requeue\n")
-        time.sleep(0.2)
-        ended.set()
-
-    t = threading.Thread(target=writer)
-    t.start()
-    got = [ln.text for ln in follow(tmp_path, ended.is_set, poll=0.02, status_every=0.0)]
-    t.join()
-    assert got == ["a0", "a1", "a2", "partial line", "after requeue"]
