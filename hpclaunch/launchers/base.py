@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.render.shell import ShellExpr, join, quote
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 Word = str | ShellExpr
 

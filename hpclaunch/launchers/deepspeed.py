@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
 from hpclaunch.precision import precision_for
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

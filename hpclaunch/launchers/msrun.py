@@ -15,10 +15,13 @@ msrun's own behaviour shapes the node script (FACTS.md, docs/mindspore.md):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word, device_visibility
 from hpclaunch.render.shell import ShellExpr, join
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 NODE_SCRIPT = "msrun-node.sh"
 WORKER_WRAPPER = "msrun_worker.py"

@@ -9,16 +9,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
 from hpclaunch import __version__
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
 from hpclaunch.render.shell import ShellExpr, quote
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 SCRIPT_NAME = "job.sbatch"
 REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
