@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from hpclaunch.config.profile import Partition
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpclaunch.config.profile import Partition
 
 # GPUs that have fp16 tensor cores but no bf16.
 _NO_BF16 = ("V100", "T4", "P100", "P40", "K80", "TITAN V")

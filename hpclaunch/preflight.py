@@ -7,10 +7,12 @@ SOFT only warn in a non-strict preflight (a dry run): the script is still render
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from hpclaunch.jobspec import JobSpec
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
-Check = Callable[[JobSpec], None]
+Check = Callable[["JobSpec"], None]
 
 
 def _script_exists(spec: JobSpec) -> None:

@@ -10,6 +10,10 @@ Precedence, highest first (rule 1 of the design):
     > code defaults
 
 Profile limits are checked here with the numbers in the message; they are never silently clipped.
+
+`resolve(..., light=True)` (what `hpclaunch submit` uses) validates with the light records of
+config/light.py instead of the pydantic models, and goes the pydantic way whenever they cannot vouch for
+a value: same result, same errors, without importing pydantic for a config that is valid.
 """
 
 from __future__ import annotations
@@ -18,20 +22,22 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from hpclaunch.config import yamlfile
-from hpclaunch.config.base import validate
 from hpclaunch.config.layout import Layout, parse_layout
-from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source
+from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
 from hpclaunch.config.parallel import data_parallel_degree
-from hpclaunch.config.profile import Profile
-from hpclaunch.config.recipe import Recipe
 from hpclaunch.config.slurmtime import format_time, parse_time
 from hpclaunch.errors import ConfigError, LimitError, NotFoundError
-from hpclaunch.jobspec import JobSpec
+
+if TYPE_CHECKING:
+    from hpclaunch.config.base import Locator
+    from hpclaunch.config.profile import Profile
+    from hpclaunch.config.recipe import Recipe
+    from hpclaunch.jobspec import JobSpec
 
 DEFAULT_LAYOUT = "1n1g"
 DEFAULT_TIME = "01:00:00"
@@ -94,8 +100,46 @@ def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
+class _Pydantic:
+    """Validation through the pydantic models: the reference, and the only source of error messages."""
+
+    @staticmethod
+    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
+        from hpclaunch.config.base import validate
+        from hpclaunch.config.recipe import Recipe
+
+        return validate(Recipe, data, file=file, locate=locate)
+
+    @staticmethod
+    def jobspec(**values: Any) -> JobSpec:
+        from hpclaunch.jobspec import JobSpec
+
+        return JobSpec(**values)
+
+
+class _Light:
+    """Validation through the light records; raises light.Unsure where pydantic must decide."""
+
+    @staticmethod
+    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
+        from hpclaunch.config import light
+
+        return light.validate("Recipe", data)
+
+    @staticmethod
+    def jobspec(**values: Any) -> JobSpec:
+        from hpclaunch.config import light
+
+        return light.validate("JobSpec", values)
+
+
 def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
     """Recipe + preset + --set -> a validated Recipe; errors name the layer a bad value came from."""
+    return _merge_recipe(src, preset, sets, _Pydantic)
+
+
+def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
+                  models: type[_Pydantic] | type[_Light]) -> tuple[Recipe, str | None]:
     data = dict(src.data)
     presets = data.pop("presets", {}) or {}
     default_preset = data.pop("default_preset", None)
@@ -127,7 +171,7 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
             return f"{src.file} (presets.{chosen})"
         return str(src.file)
 
-    return validate(Recipe, merged, file=str(src.file), locate=locate), chosen
+    return models.recipe(merged, str(src.file), locate), chosen
 
 
 def _recipe_origin(cli: CliOverrides, recipe: Recipe, key: str) -> str:
@@ -212,7 +256,12 @@ def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
 
 
 def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> JobSpec:
-    recipe, preset = merge_recipe(src, cli.preset, cli.sets)
+    return _resolve_parts(profile, src, cli, _Pydantic)
+
+
+def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
+                   models: type[_Pydantic] | type[_Light]) -> JobSpec:
+    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, models)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
         raise NotFoundError("partition", partition, profile.partitions,
@@ -229,11 +278,26 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
     name = cli.name or recipe.name
     if not _JOB_NAME.match(name):
         raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
-    return JobSpec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
-                   partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
-                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp, sets=tuple(cli.sets))
+    return models.jobspec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
+                          partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
+                          grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
+                          sets=tuple(cli.sets))
 
 
-def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None) -> JobSpec:
-    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec."""
-    return resolve_parts(load_profile(profile_ref), load_recipe_source(recipe_ref), cli or CliOverrides())
+def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, *, light: bool = False) -> JobSpec:
+    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec.
+
+    light: validate with the light records (config/light.py) where they can vouch for every value, and
+    return a light JobSpec then (same fields, same methods, no pydantic import); the pydantic JobSpec
+    otherwise. Errors are the pydantic path's in both cases."""
+    cli = cli or CliOverrides()
+    if light:
+        from hpclaunch.config import light as records
+
+        path, data = read_profile(profile_ref)
+        src = load_recipe_source(recipe_ref)
+        try:
+            return _resolve_parts(records.validate("Profile", data), src, cli, _Light)
+        except records.Unsure:
+            pass  # pydantic decides: the error message, or a value it converts
+    return resolve_parts(load_profile(profile_ref), load_recipe_source(recipe_ref), cli)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.paths import hpclaunch_home
 from hpclaunch.runfiles import RunFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 def run_root(spec: JobSpec) -> Path:
@@ -22,7 +24,7 @@ def run_root(spec: JobSpec) -> Path:
 def new_run_dir(spec: JobSpec) -> Path:
     """A fresh, unused path: RUN_ROOT/<date>-<time>-<name>-<random>."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return run_root(spec) / f"{stamp}-{spec.name}-{secrets.token_hex(3)}"
+    return run_root(spec) / f"{stamp}-{spec.name}-{os.urandom(3).hex()}"  # = secrets.token_hex(3)
 
 
 def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpclaunch import registry
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.preflight import preflight
 from hpclaunch.render.render import render
 from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.runfiles import RunFiles
-from hpclaunch.schedulers import get_scheduler
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,10 @@ class Submission:
 def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = False) -> Submission:
     """Strict (what submit uses): every preflight check must pass. Not strict (a plain dry run):
     soft checks such as staged assets become `warnings` and the script is still rendered."""
-    scheduler = get_scheduler(spec.profile.scheduler)
     if check_scheduler:
-        scheduler.check_available()
+        from hpclaunch.schedulers import get_scheduler  # a dry run needs no scheduler (nor its imports)
+
+        get_scheduler(spec.profile.scheduler).check_available()
     warnings = preflight(spec, strict=strict)
     run_dir = new_run_dir(spec)
     job_spec = with_recipe_copy(spec, run_dir)
@@ -48,6 +50,9 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
 
 
 def submit(spec: JobSpec) -> Submission:
+    from hpclaunch import registry
+    from hpclaunch.schedulers import get_scheduler
+
     prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:

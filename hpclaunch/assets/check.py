@@ -8,11 +8,14 @@ runtime builds itself (model ``generate``, tokenizer ``train``, dataset ``builti
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from hpclaunch.assets.requests import AssetRequest, requests_for_spec
 from hpclaunch.assets.store import asset_path, check_files, read_manifest, store_root
 from hpclaunch.errors import AssetError
-from hpclaunch.jobspec import JobSpec
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:

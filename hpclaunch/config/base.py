@@ -9,14 +9,15 @@ from __future__ import annotations
 import sys
 import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from hpclaunch.config import yamlfile
+from hpclaunch.config.rules import minutes_as_text
+from hpclaunch.config.yamlfile import read_yaml
 from hpclaunch.errors import ConfigError
+
+__all__ = ["StrictModel", "SlurmTimeText", "read_yaml", "valid_keys", "validate"]
 
 
 def _skip_pydantic_plugin_scan() -> None:
@@ -42,33 +43,8 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=True)
 
 
-def _minutes_as_text(value: object) -> object:
-    # `time: 90` in YAML is the integer 90; for Slurm it means 90 minutes
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
 #: A Slurm time string (``90``, ``04:00:00``, ``2-00:00:00``); a bare integer counts minutes.
-SlurmTimeText = Annotated[str, BeforeValidator(_minutes_as_text)]
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping; syntax errors and non-mappings become ConfigErrors naming the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
-    try:
-        data = yamlfile.load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"expected a mapping of keys to values, got {type(data).__name__}", file=str(path))
-    return data
+SlurmTimeText = Annotated[str, BeforeValidator(minutes_as_text)]
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.base import read_yaml, validate
-from hpclaunch.config.profile import Profile
+from hpclaunch.config.yamlfile import read_yaml
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.paths import search_dirs
+
+if TYPE_CHECKING:
+    from hpclaunch.config.profile import Profile
 
 RECIPE_FILE = "recipe.yaml"
 
@@ -40,13 +42,22 @@ def find_profile(ref: str) -> Path:
     return files[ref]
 
 
-def load_profile(ref: str) -> Profile:
+def read_profile(ref: str) -> tuple[Path, dict[str, Any]]:
+    """(file, raw data) of a profile, before validation."""
     path = find_profile(ref)
     data = read_yaml(path)
     data.setdefault("name", path.stem)
     if isinstance(data.get("templates"), str):
         # a profile's template folder is relative to the profile file
         data["templates"] = str((path.parent / data["templates"]).expanduser().resolve())
+    return path, data
+
+
+def load_profile(ref: str) -> Profile:
+    from hpclaunch.config.base import validate
+    from hpclaunch.config.profile import Profile
+
+    path, data = read_profile(ref)
     return validate(Profile, data, file=str(path))
 
 
@@ -90,3 +101,14 @@ def load_recipe_source(ref: str) -> RecipeSource:
     data = read_yaml(file)
     data.setdefault("name", folder.name)
     return RecipeSource(dir=folder, file=file, data=data)
+
+
+def is_jobspec_file(ref: str) -> bool:
+    """Whether `ref` is a resolved.yaml (a JobSpec saved in a run directory) rather than a recipe."""
+    p = Path(ref)
+    if not p.is_file() or p.suffix not in (".yaml", ".yml") or p.name == "recipe.yaml":
+        return False
+    try:
+        return "hpclaunch_version" in read_yaml(p)
+    except Exception:
+        return False

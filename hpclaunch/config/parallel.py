@@ -7,10 +7,12 @@ pipeline_stage the layers. Every message carries the numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.recipe import ParallelSpec
 from hpclaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpclaunch.config.recipe import ParallelSpec
 
 
 def data_parallel_degree(par: ParallelSpec, world_size: int,

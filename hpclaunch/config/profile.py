@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 
 from hpclaunch.backends import SCHEDULER_NAMES
+from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
-from hpclaunch.config.slurmtime import parse_time
+from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR, ProfileMethods
 
 if TYPE_CHECKING:
     SchedulerName = str
@@ -18,21 +19,10 @@ else:
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
 Backend = Literal["nccl", "mccl", "hccl", "gloo"]
 
-# Which collective backends make sense on which accelerator.
-BACKENDS: dict[str, tuple[str, ...]] = {
-    "cuda": ("nccl", "gloo"),
-    "musa": ("mccl", "gloo"),
-    "npu": ("hccl",),
-    "cpu": ("gloo",),
-}
-
-# The variable that restricts which devices a process sees, per accelerator.
-VISIBLE_DEVICES_VAR: dict[str, str | None] = {
-    "cuda": "CUDA_VISIBLE_DEVICES",
-    "musa": "MUSA_VISIBLE_DEVICES",
-    "npu": "ASCEND_RT_VISIBLE_DEVICES",
-    "cpu": None,
-}
+# BACKENDS (which collective backends make sense on which accelerator) and VISIBLE_DEVICES_VAR live in
+# hpclaunch/config/rules.py with the checks below, shared with the light records (config/light.py).
+__all__ = ["BACKENDS", "VISIBLE_DEVICES_VAR", "Partition", "Modules", "PythonEnv", "AssetConfig",
+           "ProfileDefaults", "Profile"]
 
 
 class Partition(StrictModel):
@@ -50,8 +40,7 @@ class Partition(StrictModel):
     @field_validator("max_time")
     @classmethod
     def _time(cls, v: str) -> str:
-        parse_time(v)
-        return v
+        return rules.slurm_time(v)
 
 
 class Modules(StrictModel):
@@ -69,8 +58,7 @@ class PythonEnv(StrictModel):
 
     @model_validator(mode="after")
     def _one_env(self) -> PythonEnv:
-        if self.conda_env and self.venv:
-            raise ValueError("set either conda_env or venv, not both")
+        rules.one_python_env(self)
         return self
 
 
@@ -85,7 +73,7 @@ class ProfileDefaults(StrictModel):
     time: SlurmTimeText | None = None
 
 
-class Profile(StrictModel):
+class Profile(StrictModel, ProfileMethods):
     name: str
     description: str = ""
     scheduler: SchedulerName = "slurm"
@@ -110,31 +98,9 @@ class Profile(StrictModel):
     @field_validator("env", mode="before")
     @classmethod
     def _env_strings(cls, v: object) -> object:
-        if isinstance(v, dict):
-            return {str(k): str(val) for k, val in v.items()}
-        return v
+        return rules.env_strings(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
-        if self.backend not in BACKENDS[self.accelerator]:
-            raise ValueError(f"backend {self.backend!r} does not run on accelerator {self.accelerator!r}; "
-                             f"use one of: {', '.join(BACKENDS[self.accelerator])}")
-        if self.default_partition not in self.partitions:
-            raise ValueError(f"default_partition {self.default_partition!r} is not one of the partitions: "
-                             f"{', '.join(sorted(self.partitions))}")
-        if self.scheduler == "local" and any(p.max_nodes > 1 for p in self.partitions.values()):
-            raise ValueError("a local profile runs on one node: set max_nodes: 1")
+        rules.consistent_profile(self)
         return self
-
-    def python_env_for(self, name: str | None) -> PythonEnv:
-        if name is None:
-            return self.python
-        if name not in self.python_envs:
-            known = ", ".join(sorted(self.python_envs)) or "none"
-            raise ValueError(f"the recipe needs python environment {name!r}, which profile {self.name!r} "
-                             f"does not define under python_envs (defined: {known})")
-        return self.python_envs[name]
-
-    @property
-    def visible_devices_var(self) -> str | None:
-        return VISIBLE_DEVICES_VAR[self.accelerator]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from hpclaunch.backends import LAUNCHER_NAMES
+from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 
 if TYPE_CHECKING:
@@ -26,10 +27,7 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _source(self) -> ModelSpec:
-        if self.source == "hub" and not self.repo:
-            raise ValueError("source: hub needs a repo")
-        if self.source == "generate" and not self.model_type:
-            raise ValueError("source: generate needs a model_type")
+        rules.model_source(self)
         return self
 
 
@@ -54,10 +52,7 @@ class DatasetSpec(StrictModel):
 
     @model_validator(mode="after")
     def _source(self) -> DatasetSpec:
-        if self.source == "hub" and not self.repo:
-            raise ValueError("source: hub needs a repo")
-        if self.source == "builtin" and not self.corpus:
-            raise ValueError("source: builtin needs a corpus")
+        rules.dataset_source(self)
         return self
 
 
@@ -135,8 +130,5 @@ class Recipe(StrictModel):
 
     @model_validator(mode="after")
     def _launcher_sections(self) -> Recipe:
-        if self.deepspeed is not None and self.launcher != "deepspeed":
-            raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {self.launcher})")
-        if self.msrun is not None and self.launcher != "msrun":
-            raise ValueError(f"an msrun section needs launcher: msrun (launcher is {self.launcher})")
+        rules.launcher_sections(self)
         return self

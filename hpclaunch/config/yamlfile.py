@@ -10,9 +10,12 @@ with two surprises removed.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hpclaunch.errors import ConfigError
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT = "tag:yaml.org,2002:int"
@@ -49,3 +52,23 @@ Loader.add_implicit_resolver(
 def load(text: str) -> Any:
     """Parse YAML text (raises yaml.YAMLError)."""
     return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; syntax errors and non-mappings become ConfigErrors naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+    try:
+        data = load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping of keys to values, got {type(data).__name__}", file=str(path))
+    return data

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.shell import ShellExpr, join, quote
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 Word = str | ShellExpr
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.recipe import DeepSpeedSpec
-from hpclaunch.jobspec import JobSpec
+from hpclaunch.config import light
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
 from hpclaunch.precision import precision_for
 from hpclaunch.runfiles import DS_CONFIG, RunFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +27,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def ds_config(spec: JobSpec) -> dict[str, Any]:
-    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # a recipe without a deepspeed: section gets the defaults
+    # a recipe without a deepspeed: section gets the defaults (a light record: no pydantic on this path)
+    ds = spec.recipe.deepspeed or light.validate("DeepSpeedSpec", {})
     train = spec.recipe.train
     precision = precision_for(spec)
     zero: dict[str, Any] = {"stage": ds.zero_stage}

@@ -11,12 +11,14 @@ worker's real exit code for the supervisor.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch import runfiles
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word, device_visibility
 from hpclaunch.shell import ShellExpr, join
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 # This node's msrun log folder of this restart, as the shell on the node spells it.
 LOG_DIR = (f"${{{runfiles.ENV_LOG_DIR}}}/{runfiles.MSRUN_LOGS}/"

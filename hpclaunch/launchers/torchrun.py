@@ -4,10 +4,13 @@ so that its output is kept in its own log file (per restart)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.shell import ShellExpr
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 
 def torchrun_words(spec: JobSpec) -> list[Word]:

@@ -9,16 +9,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
 from hpclaunch import __version__, runfiles
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.jobspec import JobSpec
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
 from hpclaunch.schedulers import get_scheduler
 from hpclaunch.shell import oneline, quote, shell_path
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -62,7 +62,12 @@ _HEADER = re.compile(
 
 def _render(recipe: str, profile: str, preset: str | None, layout: str) -> Rendered:
     spec = resolve(recipe, profile, CliOverrides(preset=preset, layout=layout))
-    return render(with_recipe_copy(spec, RUN_DIR), RUN_DIR)
+    rendered = render(with_recipe_copy(spec, RUN_DIR), RUN_DIR)
+    # the light records (`hpclaunch submit` resolves with them) render the very same files
+    light = resolve(recipe, profile, CliOverrides(preset=preset, layout=layout), light=True)
+    assert type(light).__module__ == "hpclaunch.config.light"
+    assert render(with_recipe_copy(light, RUN_DIR), RUN_DIR) == rendered
+    return rendered
 
 
 def _compare(path: Path, actual: str) -> None:

@@ -75,3 +75,36 @@ def test_importtime_of_the_cli_lists_no_training_library(env):
     }
     assert "hpclaunch" in imported
     assert not imported & set(HEAVY)
+
+
+def _cli_modules(args: list[str], env: dict[str, str]) -> set[str]:
+    code = (
+        "import sys\nfrom hpclaunch.cli.main import cli\n"
+        f"sys.argv = ['hpclaunch', *{args!r}]\n"
+        "try:\n    cli.main(prog_name='hpclaunch')\nexcept SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+    )
+    return _modules_after(code, env)
+
+
+def test_status_and_jobs_import_no_config_models_templates_or_yaml(env, hpc_home):
+    """`hpclaunch status` and `jobs` read the JSON job records with the standard library: no pydantic,
+    Jinja2 or PyYAML (structure, not timing: the timings live in benchmarks/dry_run_vs_torchx.py)."""
+    from hpclaunch import registry
+
+    run_dir = hpc_home / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    registry.add(registry.JobRecord("local-1", "local", "local", "gpt2", None, "torchrun", "1n2g", "gpt2",
+                                    str(run_dir), "2026-11-22T07:00:00+0000"))
+    for args in (["status", "local-1"], ["status"], ["jobs"], ["jobs", "--json"]):
+        loaded = _cli_modules(args, env)
+        assert not loaded & {"pydantic", "pydantic_core", "jinja2", "yaml"}, (args, sorted(loaded))
+        assert "rich" not in loaded, args  # output is piped here: plain text, no rich
+
+
+def test_a_valid_dry_run_does_not_import_pydantic(env):
+    """A valid config is checked by the light records (hpclaunch/config/light.py); pydantic is imported
+    only to word an error."""
+    loaded = _cli_modules(["submit", "gpt2", "--profile", "guangzhou-a800", "--layout", "2n8g", "--dry-run"], env)
+    assert "jinja2" in loaded and "yaml" in loaded  # it really rendered
+    assert "pydantic" not in loaded and "pydantic_core" not in loaded

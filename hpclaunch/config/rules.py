@@ -1,0 +1,134 @@
+"""The checks and the behaviour of the config models that are not pydantic's: shared by the pydantic
+models (hpclaunch/config/profile.py, recipe.py, jobspec.py) and the light records of
+hpclaunch/config/light.py, so both run the very same code. Imports nothing heavy (no pydantic, no yaml
+at import time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.config.slurmtime import parse_time
+
+# Which collective backends make sense on which accelerator.
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "cuda": ("nccl", "gloo"),
+    "musa": ("mccl", "gloo"),
+    "npu": ("hccl",),
+    "cpu": ("gloo",),
+}
+
+# The variable that restricts which devices a process sees, per accelerator.
+VISIBLE_DEVICES_VAR: dict[str, str | None] = {
+    "cuda": "CUDA_VISIBLE_DEVICES",
+    "musa": "MUSA_VISIBLE_DEVICES",
+    "npu": "ASCEND_RT_VISIBLE_DEVICES",
+    "cpu": None,
+}
+
+
+# --- value checks (raise ValueError with the message the user sees) --------------------------------
+
+
+def minutes_as_text(value: object) -> object:
+    # `time: 90` in YAML is the integer 90; for Slurm it means 90 minutes
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def slurm_time(value: str) -> str:
+    parse_time(value)
+    return value
+
+
+def env_strings(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): str(val) for k, val in value.items()}
+    return value
+
+
+def one_python_env(env: Any) -> None:
+    if env.conda_env and env.venv:
+        raise ValueError("set either conda_env or venv, not both")
+
+
+def consistent_profile(p: Any) -> None:
+    if p.backend not in BACKENDS[p.accelerator]:
+        raise ValueError(f"backend {p.backend!r} does not run on accelerator {p.accelerator!r}; "
+                         f"use one of: {', '.join(BACKENDS[p.accelerator])}")
+    if p.default_partition not in p.partitions:
+        raise ValueError(f"default_partition {p.default_partition!r} is not one of the partitions: "
+                         f"{', '.join(sorted(p.partitions))}")
+    if p.scheduler == "local" and any(part.max_nodes > 1 for part in p.partitions.values()):
+        raise ValueError("a local profile runs on one node: set max_nodes: 1")
+
+
+def model_source(m: Any) -> None:
+    if m.source == "hub" and not m.repo:
+        raise ValueError("source: hub needs a repo")
+    if m.source == "generate" and not m.model_type:
+        raise ValueError("source: generate needs a model_type")
+
+
+def dataset_source(d: Any) -> None:
+    if d.source == "hub" and not d.repo:
+        raise ValueError("source: hub needs a repo")
+    if d.source == "builtin" and not d.corpus:
+        raise ValueError("source: builtin needs a corpus")
+
+
+def launcher_sections(r: Any) -> None:
+    if r.deepspeed is not None and r.launcher != "deepspeed":
+        raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {r.launcher})")
+    if r.msrun is not None and r.launcher != "msrun":
+        raise ValueError(f"an msrun section needs launcher: msrun (launcher is {r.launcher})")
+
+
+# --- behaviour (methods and properties), mixed into the pydantic models and the light records ------
+
+
+class ProfileMethods:
+    __slots__ = ()
+
+    def python_env_for(self, name: str | None) -> Any:
+        if name is None:
+            return self.python  # type: ignore[attr-defined]
+        envs = self.python_envs  # type: ignore[attr-defined]
+        if name not in envs:
+            known = ", ".join(sorted(envs)) or "none"
+            raise ValueError(f"the recipe needs python environment {name!r}, which profile "
+                             f"{self.name!r} does not define under python_envs (defined: {known})")  # type: ignore[attr-defined]
+        return envs[name]
+
+    @property
+    def visible_devices_var(self) -> str | None:
+        return VISIBLE_DEVICES_VAR[self.accelerator]  # type: ignore[attr-defined]
+
+
+class JobSpecMethods:
+    __slots__ = ()
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node  # type: ignore[attr-defined]
+
+    @property
+    def layout(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"  # type: ignore[attr-defined]
+
+    @property
+    def partition_spec(self) -> Any:
+        return self.profile.partitions[self.partition]  # type: ignore[attr-defined]
+
+    @property
+    def python_env(self) -> Any:
+        return self.profile.python_env_for(self.recipe.python_env)  # type: ignore[attr-defined]
+
+    @property
+    def script_path(self) -> Path:
+        return Path(self.recipe_dir) / self.recipe.script  # type: ignore[attr-defined]
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)  # type: ignore[attr-defined]
