@@ -13,7 +13,6 @@ from hpclaunch import cmd
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.runfiles import RunFiles
-from hpclaunch.schedulers import slurm_output
 from hpclaunch.schedulers.base import JobStatus, Scheduler
 from hpclaunch.shell import quote
 
@@ -86,11 +85,15 @@ class SlurmScheduler(Scheduler):
     # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
     # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm_output.py.
     def _squeue(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        from hpclaunch.schedulers import slurm_output  # only for status: keeps the dry-run's imports small
+
         proc = cmd.run(["squeue", "--noheader", "--array", f"--format={slurm_output.SQUEUE_FORMAT}",
                         f"--jobs={','.join(ids)}"], check=False)
         return slurm_output.select(slurm_output.parse_squeue_text(proc.stdout), ids, "squeue")
 
     def _sacct(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        from hpclaunch.schedulers import slurm_output
+
         proc = cmd.run(["sacct", "--parsable2", "--allocations", f"--format={slurm_output.SACCT_FIELDS}",
                         f"--jobs={','.join(ids)}"], check=False)
         if proc.returncode != 0:
@@ -100,6 +103,8 @@ class SlurmScheduler(Scheduler):
     def _scontrol(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         """One `scontrol show job` call: for one id that job, for several every job slurmctld still knows
         (so many finished jobs cost one call, with accounting disabled too)."""
+        from hpclaunch.schedulers import slurm_output
+
         argv = ["scontrol", "show", "job", "--oneliner"] + ([ids[0]] if len(ids) == 1 else [])
         proc = cmd.run(argv, check=False)
         if proc.returncode != 0:
