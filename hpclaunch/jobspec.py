@@ -20,6 +20,16 @@ from hpclaunch.config.rules import JobSpecMethods
 __all__ = ["JobSpec", "load_jobspec", "is_jobspec_file"]
 
 
+class Watchdog(StrictModel):
+    """The hang watchdog as resolved: the recipe's settings over the profile's."""
+
+    enabled: bool = True
+    timeout: float = Field(1800.0, gt=0)
+    init_timeout: float = Field(3600.0, gt=0)
+    min_timeout: float = Field(60.0, gt=0)
+    adaptive: bool = Field(True, description="tighten to a multiple of the observed step time (profile default)")
+
+
 class JobSpec(StrictModel, JobSpecMethods):
     """world_size, layout, partition_spec, python_env, script_path and to_yaml() come from JobSpecMethods
     (hpclaunch/config/rules.py), shared with the light record of hpclaunch/config/light.py."""
@@ -38,6 +48,9 @@ class JobSpec(StrictModel, JobSpecMethods):
     global_batch_size: int = Field(ge=1)
     data_parallel: int = Field(ge=1)
     sets: tuple[str, ...] = Field((), description="the --set overrides, for the record")
+    watchdog: Watchdog = Watchdog()
+    retries: int = Field(0, ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")
+    inject: str | None = Field(None, description="fault injection KIND:RANK:STEP (HPCLAUNCH_INJECT at submit)")
 
 
 def load_jobspec(path: str | Path) -> JobSpec:

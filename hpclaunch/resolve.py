@@ -57,6 +57,8 @@ class CliOverrides:
     time: str | None = None
     name: str | None = None
     sets: Sequence[str] = field(default_factory=tuple)
+    retries: int = 0  # submit --retries
+    inject: str | None = None  # HPCLAUNCH_INJECT of the submitting environment
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -245,6 +247,31 @@ def _time(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str) -
     return format_time(seconds)
 
 
+def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
+    """The recipe's watchdog settings (--set watchdog.timeout=...) over the profile's. A timeout the
+    recipe fixes is kept as is; the profile's default tightens to the observed step time."""
+    mine, site = recipe.watchdog, profile.watchdog
+    return {
+        "enabled": site.enabled if mine.enabled is None else mine.enabled,
+        "timeout": site.timeout if mine.timeout is None else mine.timeout,
+        "init_timeout": site.init_timeout if mine.init_timeout is None else mine.init_timeout,
+        "min_timeout": site.min_timeout,
+        "adaptive": mine.timeout is None,
+    }
+
+
+def _inject(cli: CliOverrides) -> str | None:
+    if not cli.inject:
+        return None
+    from hpclaunch.runtime.inject import ENV, PATTERN
+
+    if not PATTERN.match(cli.inject):
+        raise ConfigError(f"{ENV}={cli.inject[:80]!r} is not KIND:RANK:STEP", key=ENV,
+                          hint="KIND is hang, crash, kill or slow; e.g. HPCLAUNCH_INJECT=hang:1:5 "
+                               "(docs/troubleshooting.md), or unset it")
+    return cli.inject
+
+
 def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
     part = profile.partitions[partition]
     if layout.nodes > part.max_nodes:
@@ -281,7 +308,8 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
     return models.jobspec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
                           partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
                           grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
-                          sets=tuple(cli.sets))
+                          sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                          inject=_inject(cli))
 
 
 def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, *, light: bool = False) -> JobSpec:

@@ -15,6 +15,9 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/metrics/rank-<R>.jsonl                  metrics, JSON lines, appended across restarts
     RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
+    RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
+    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (e.g. requeues without progress)
+    RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
@@ -39,6 +42,7 @@ RECIPE = "recipe"
 LOGS = "logs"
 METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
+CHECKPOINT_PREFIX = "step-"  # checkpoints/step-<8-digit step>/
 PROGRESS = "progress"
 MSRUN_LOGS = "msrun"
 
@@ -170,6 +174,20 @@ class RunFiles:
 
     def watchdog_verdict(self, restart: int) -> Path:
         return self.logs / f"watchdog.restart-{restart}.json"
+
+    def rank_exit(self, rank: int, restart: int) -> Path:
+        return self.progress / f"rank-{rank}.restart-{restart}.exit"
+
+    def rank_exits(self, restart: int) -> list[Path]:
+        return sorted(self.progress.glob(f"rank-*.restart-{restart}.exit")) if self.progress.is_dir() else []
+
+    @property
+    def stop_reason(self) -> Path:
+        return self.root / "stop_reason"
+
+    @property
+    def retries(self) -> Path:
+        return self.root / "retries.jsonl"
 
     # --- reading back
     def job_outputs(self) -> list[Path]:

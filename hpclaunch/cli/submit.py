@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import click
@@ -30,10 +31,13 @@ if TYPE_CHECKING:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. train.lr=3e-4")
 @click.option("--dry-run", is_flag=True, help="write the run directory and print the script; submit nothing")
 @click.option("--follow", "-f", is_flag=True, help="wait for the job and stream its output")
+@click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
+              help="resubmit after a node-level failure (node fail, OOM kill, device error, hang), from the last "
+                   "checkpoint, with the suspect node excluded")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
-               sets: tuple[str, ...], dry_run: bool, follow: bool, as_json: bool) -> None:
+               sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -41,7 +45,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     """
     spec = _spec(recipe, profile, CliOverrides(preset=preset, layout=layout, nodes=nodes,
                                                gpus_per_node=gpus_per_node, partition=partition, time=time_,
-                                               name=name, sets=sets))
+                                               name=name, sets=sets, retries=retries,
+                                               inject=os.environ.get("HPCLAUNCH_INJECT") or None))
     done = submission.dry_run(spec) if dry_run else submission.submit(spec)
     for warning in done.warnings:
         click.echo(f"hpclaunch: warning: {warning}", err=True)

@@ -68,6 +68,18 @@ class AssetConfig(StrictModel):
     endpoints: tuple[str, ...] = Field((), description="fallback endpoints tried after the mirror")
 
 
+class WatchdogDefaults(StrictModel):
+    """The hang watchdog on this cluster (docs/troubleshooting.md#failure-handling)."""
+
+    enabled: bool = True
+    timeout: float = Field(1800.0, gt=0, le=14 * 86400, description="seconds without progress on any rank "
+                           "before the job is ended as hung; tightens after the first steps to 5x the observed "
+                           "step time (never below min_timeout) unless the recipe or --set gives watchdog.timeout")
+    init_timeout: float = Field(3600.0, gt=0, le=14 * 86400,
+                                description="seconds allowed before the first step (imports, rendezvous, model load)")
+    min_timeout: float = Field(60.0, gt=0, description="the floor of the tightened timeout")
+
+
 class ProfileDefaults(StrictModel):
     layout: str | None = None
     time: SlurmTimeText | None = None
@@ -94,6 +106,12 @@ class Profile(StrictModel, ProfileMethods):
         {}, description="extra #SBATCH options: {exclusive: null, constraint: a100}")
     templates: str | None = Field(None, description="folder of template overrides, relative to the profile")
     run_root: str | None = Field(None, description="where run directories go (a shared filesystem)")
+    watchdog: WatchdogDefaults = WatchdogDefaults()
+    collective_timeout: float = Field(600.0, gt=0, le=86400, description="seconds a collective may wait before "
+                                      "the backend aborts it (process group timeout, NCCL/HCCL variables)")
+    max_requeues_without_progress: int = Field(3, ge=1, le=1000, description="requeues (preemption, time limit) "
+                                               "in a row without a new checkpoint before the job stops requeueing")
+    suspect_node_hours: float = Field(24.0, gt=0, description="how long a node blamed for a failure is excluded")
 
     @field_validator("env", mode="before")
     @classmethod

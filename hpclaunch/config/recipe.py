@@ -108,6 +108,15 @@ class MsrunSpec(StrictModel):
     master_port: int | None = Field(None, ge=1024, le=65535, description="default: derived from the job id")
 
 
+class WatchdogSpec(StrictModel):
+    """The hang watchdog for this recipe; unset keys take the profile's watchdog settings."""
+
+    enabled: bool | None = None
+    timeout: float | None = Field(None, gt=0, le=14 * 86400,
+                                  description="seconds without progress before the job is ended as hung (fixed)")
+    init_timeout: float | None = Field(None, gt=0, le=14 * 86400, description="seconds allowed before the first step")
+
+
 class Recipe(StrictModel):
     name: str
     description: str = ""
@@ -124,6 +133,7 @@ class Recipe(StrictModel):
     deepspeed: DeepSpeedSpec | None = None
     parallel: ParallelSpec | None = None
     msrun: MsrunSpec | None = None
+    watchdog: WatchdogSpec = WatchdogSpec()
     args: tuple[str, ...] = Field((), description="extra arguments for the script")
     env: dict[str, str] = {}
     python_env: str | None = Field(None, description="a named environment the profile must provide (e.g. mindspore)")

@@ -36,6 +36,18 @@ def device_visibility(spec: JobSpec) -> list[str]:
     return [f"export {var}={quote(ShellExpr('${CUDA_VISIBLE_DEVICES:-' + every + '}'))}"]
 
 
+def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:
+    """`command` run by the node supervisor, hpclaunch/runtime/supervise.py, with the resolved watchdog."""
+    w = spec.watchdog
+    words: list[Word] = [spec.python_env.executable, "-m", "hpclaunch.runtime.supervise"]
+    if w.enabled:
+        words += [f"--timeout={w.timeout:g}", f"--init-timeout={w.init_timeout:g}", f"--min-timeout={w.min_timeout:g}"]
+        words += ["--adaptive"] if w.adaptive else []
+    else:
+        words += ["--no-watchdog"]
+    return [*words, "--", *command]
+
+
 class Launcher(ABC):
     name: str
     #: the template block under templates/launchers/ that starts the node commands
@@ -48,8 +60,9 @@ class Launcher(ABC):
         """The argv each node runs (inside the scheduler's one task per node)."""
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
-        """The shell text each node's task runs: device visibility, then the node command."""
-        return "\n".join([*device_visibility(spec), "exec " + join(self.node_command(spec, run_dir))])
+        """The shell text each node's task runs: device visibility, then the node command under the node
+        supervisor (hang watchdog, signal passing, cleanup)."""
+        return "\n".join([*device_visibility(spec), "exec " + join(supervised(spec, self.node_command(spec, run_dir)))])
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         """Values this launcher's own templates use (as ``launch``)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch import runfiles
-from hpclaunch.launchers.base import Launcher, Word, device_visibility
+from hpclaunch.launchers.base import Launcher, Word, device_visibility, supervised
 from hpclaunch.shell import ShellExpr, join
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class MsrunLauncher(Launcher):
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
         supervisor = runfiles.RunFiles(run_dir).msrun_node_script
-        command = join(["bash", str(supervisor), *self.node_command(spec, run_dir)])
+        command = join(supervised(spec, ["bash", str(supervisor), *self.node_command(spec, run_dir)]))
         return "\n".join([*device_visibility(spec), "exec " + command])
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:

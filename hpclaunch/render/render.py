@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import jinja2
 
 from hpclaunch import __version__, runfiles
+from hpclaunch.collectives import collective_env
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
@@ -23,6 +24,7 @@ from hpclaunch.shell import oneline, quote, shell_path
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
 
+INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -85,7 +87,8 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
         "scheduler_templates": scheduler.template_dir,
         "sched": scheduler.script_context(spec, run_dir),
         "asset_store": shell_path(spec.profile.assets.store),
-        "env": {**spec.profile.env, **spec.recipe.env},
+        "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
+                **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env, **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,

@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.runfiles import CHECKPOINT_PREFIX, RunFiles
 
-_STEP = re.compile(r"^step-(\d+)$")
+_STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 KEEP = 2
 
 
 def latest(run_dir: Path) -> Path | None:
     root = RunFiles(run_dir).checkpoints
-    steps = [p for p in root.glob("step-*") if _STEP.match(p.name) and p.is_dir()] if root.is_dir() else []
+    steps = [p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name) and p.is_dir()] if root.is_dir() else []
     return max(steps, key=lambda p: int(_STEP.match(p.name).group(1)), default=None)
 
 
@@ -46,7 +46,7 @@ def _set_rng_state(state: dict[str, Any], d) -> None:
 
 def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> Path:
     root = RunFiles(run_dir).checkpoints
-    final, tmp = root / f"step-{step:08d}", root / f".tmp-step-{step:08d}"
+    final, tmp = root / f"{CHECKPOINT_PREFIX}{step:08d}", root / f".tmp-{CHECKPOINT_PREFIX}{step:08d}"
     if d.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -57,7 +57,7 @@ def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> P
     if d.is_main:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        old = sorted((p for p in root.glob("step-*") if _STEP.match(p.name)), key=lambda p: p.name)[:-KEEP]
+        old = sorted((p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name)), key=lambda p: p.name)[:-KEEP]
         for p in old:
             shutil.rmtree(p, ignore_errors=True)
     d.barrier()

@@ -7,6 +7,7 @@ A script started without torchrun (no WORLD_SIZE) runs as a world of one.
 
 from __future__ import annotations
 
+import datetime
 import os
 import resource
 import socket
@@ -104,15 +105,20 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
         if accelerator == "cuda":  # TF32 tensor cores for the fp32 matmuls left outside autocast
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
+    from hpclaunch.runtime import progress
+
+    progress.enter("init")
+    # the profile's collective_timeout: a collective that waits longer is aborted (and named in the log)
+    timeout = datetime.timedelta(seconds=float(os.environ.get("HPCLAUNCH_COLLECTIVE_TIMEOUT", "600") or 600))
     if deepspeed:
         import deepspeed as ds
 
         if accelerator == "cpu":
             _disable_deepspeed_shm_op()
-        ds.init_distributed(dist_backend=backend)
+        ds.init_distributed(dist_backend=backend, timeout=timeout)
     elif world > 1 or not dist.is_initialized():
         kwargs = {"device_id": device} if accelerator != "cpu" else {}
-        dist.init_process_group(backend=backend, **kwargs)
+        dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
     if seed is not None:
         seed_everything(seed)
     return Dist(rank, world, local_rank, accelerator, backend, device)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import torch
 
-from hpclaunch.runtime import checkpoint
+from hpclaunch.runtime import checkpoint, progress
 from hpclaunch.runtime.distributed import all_reduce_max, all_reduce_mean
+from hpclaunch.runtime.inject import Injector
 
 Inputs = Callable[[torch.Tensor, int, int], dict[str, torch.Tensor]]
 
@@ -70,6 +71,8 @@ def train(
     peak = job.spec.partition_spec.peak_tflops if d.accelerator != "cpu" else None
     stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
     stop = StopRequest()
+    prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
+    inject = Injector.from_env(d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
     stopping = False  # the ranks' agreed decision (a signal may reach them at different steps)
 
     start = 0
@@ -81,12 +84,14 @@ def train(
         log(f"resumed from {ckpt} at step {start}")
 
     def save(step: int) -> None:
+        prog.enter("checkpoint", step)
         path = checkpoint.save(engine, job.run_dir, step, {"data": batches.position}, d)
         log(f"checkpoint {path}")
 
     def run_eval(step: int) -> None:
         if eval_batches is None:
             return
+        prog.enter("eval", step)
         loss = evaluate(engine, eval_batches, make_inputs, t.eval_steps, d)
         ppl = math.exp(min(loss, 50.0))
         writer.write("eval", step=step, eval_loss=loss, perplexity=ppl)
@@ -98,16 +103,22 @@ def train(
     t0 = time.perf_counter()
     step = start
     for step in range(start + 1, t.max_steps + 1):
+        step_t0 = time.perf_counter()
         lr = engine.lr  # the rate this step uses (read before DeepSpeed steps its scheduler)
         engine.zero_grad()
         for micro in range(accum):
+            prog.enter("data", step - 1)
             inputs = make_inputs(batches.next(), step, micro)
+            prog.enter("forward")
             loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
+        prog.enter("optimizer")
         grad_norm = engine.step()
+        prog.enter("optimizer", step)
         steps_since += 1
 
         last = step == t.max_steps
         if step % t.log_every == 0 or last or step == stop_at:
+            prog.enter("collective", step)
             loss = all_reduce_mean(loss_sum / steps_since, d).item()  # the one host sync
             d.synchronize()
             dt = time.perf_counter() - t0
@@ -138,11 +149,16 @@ def train(
         if step == stop_at or (stopping and not last):
             save(step)
             log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
+            prog.enter("done", step)
+            prog.flush()
             return
         if t.eval_every and step % t.eval_every == 0 and not last:
             run_eval(step)
         if t.save_every and step % t.save_every == 0 and not last:
             save(step)
+        inject.after_step(step, time.perf_counter() - step_t0)
     run_eval(step)
     if step > start or ckpt is None:
         save(step)
+    prog.enter("done", step)
+    prog.flush()

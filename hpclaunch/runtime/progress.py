@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from pathlib import Path
 
 from hpclaunch.runfiles import ENV_RESTART, RunFiles
 
-RECORD_BYTES = 160
+RECORD_BYTES = 256
+_HOST = socket.gethostname()
 PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
 # Phases in which a rank waits for its peers when one of them stops.
 WAITING_PHASES = frozenset({"forward", "optimizer", "collective", "checkpoint"})
@@ -58,7 +60,7 @@ class Progress:
             if state == self._written:
                 return
             record = json.dumps({"rank": self.rank, "step": state[0], "phase": state[1], "t": round(state[2], 3),
-                                 "pid": os.getpid()})
+                                 "host": _HOST, "pid": os.getpid()})
             os.pwrite(self._fd, record.encode().ljust(RECORD_BYTES), 0)
             self._written = state
 

@@ -10,8 +10,10 @@ Standard library only: it must start fast and work before anything else is impor
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +51,21 @@ def main(argv: list[str]) -> int:
             out.write(prefix + line)
             out.flush()
     code = child.wait()
+    if code:
+        _record_exit(rank, restart, code)
     return 128 - code if code < 0 else code
+
+
+def _record_exit(rank: int, restart: int, code: int) -> None:
+    """A rank that failed leaves its code and host, so a retry can blame (and exclude) the right node."""
+    if not os.environ.get(runfiles.ENV_RUN_DIR):
+        return
+    path = runfiles.RunFiles.from_env().rank_exit(rank, restart)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"rank": rank, "code": code, "host": socket.gethostname()}) + "\n")
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def _exit_code(returncode: int) -> int:
 
 
 def supervise(argv: list[str], *, timeout: float, init_timeout: float, adaptive: bool, min_timeout: float,
-              grace: float, poll: float) -> int:
+              grace: float, poll: float, watchdog: bool = True) -> int:
     run = RunFiles.from_env()
     restart = int(os.environ.get(ENV_RESTART, "0") or 0)
     node = os.environ.get("HPCLAUNCH_NODE_RANK", "0")
@@ -161,6 +161,8 @@ def supervise(argv: list[str], *, timeout: float, init_timeout: float, adaptive:
             print(f"hpclaunch: node {node}: still running {grace:.0f} s after the stop signal; killing it",
                   file=sys.stderr, flush=True)
             _kill_all(tag)
+            continue
+        if not watchdog:
             continue
         records = read_all(run, restart)
         now = time.time()
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds without progress after the first step")
     p.add_argument("--init-timeout", type=float, default=3600.0, help="seconds allowed before the first step")
     p.add_argument("--adaptive", action="store_true", help="tighten to a multiple of the observed step time")
+    p.add_argument("--no-watchdog", action="store_true", help="supervise (signals, cleanup) without the watchdog")
     p.add_argument("--min-timeout", type=float, default=60.0, help="the adaptive timeout's floor")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between the stop signal and the kill")
     p.add_argument("--poll", type=float, default=0.0, help="seconds between checks (default: from the timeout)")
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("no command to supervise (put it after --)")
     poll = args.poll or max(1.0, min(5.0, args.timeout / 12))
     return supervise(command, timeout=args.timeout, init_timeout=args.init_timeout, adaptive=args.adaptive,
-                     min_timeout=args.min_timeout, grace=args.grace, poll=poll)
+                     min_timeout=args.min_timeout, grace=args.grace, poll=poll, watchdog=not args.no_watchdog)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch import cmd
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import CommandError, ConfigError
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.runfiles import CHECKPOINT_PREFIX, RunFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler
 from hpclaunch.shell import quote
 
@@ -73,6 +73,10 @@ class SlurmScheduler(Scheduler):
             "options": sbatch_options(spec, run_dir),
             "cpus_per_task": part.cpus_per_node,
             "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
+            "state_dir": RunFiles(run_dir).scheduler_state(self.name),
+            "checkpoint_glob": f"{CHECKPOINT_PREFIX}*",
+            "max_requeues": spec.profile.max_requeues_without_progress,
+            "suspect_hours": f"{spec.profile.suspect_node_hours:g}",
         }
 
     def submit(self, script: Path, run_dir: Path) -> str:

@@ -176,6 +176,14 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
         ]
         assert _read0(out / "python.args") == [
             "-m",
+            "hpclaunch.runtime.supervise",
+            "--timeout=1800",
+            "--init-timeout=3600",
+            "--min-timeout=60",
+            "--adaptive",
+            "--",
+            "python",
+            "-m",
             "torch.distributed.run",
             "--standalone",
             "--nproc-per-node=2",
