@@ -33,6 +33,8 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
     if d.first_failure:
         ff = d.first_failure
         click.echo(f"first failure: rank {ff['rank']} on {ff['host']} at {ff['time']} (exit {ff['exit']})")
+    if d.node:
+        click.echo(f"node: {d.node}")
     if d.error:
         click.echo(f"error: {d.error}")
     if d.file:

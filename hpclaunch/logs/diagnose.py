@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hpclaunch.logs.read import read_tail_bytes
@@ -25,12 +25,26 @@ _ROOT_CAUSE = re.compile(
     rb"\s*host\s*:\s*(?P<host>\S+)"
     rb"\s*rank\s*:\s*(?P<rank>\d+)[^\n]*\s*exitcode\s*:\s*(?P<exit>-?\d+)")
 _RANK_ECHO = re.compile(rb"^\[rank\d+\]: ")
-# A traceback's source lines ("  File ...", "    raise X(") are not the error: its last line is.
+# A traceback's source lines ("  File ...", "    raise X(") are not the error: its last line is (and C++'s
+# "  what():  ..." line, and torchrun's indented "exitcode : N", are).
 _CODE_LINE = re.compile(rb"^(?>(?:\[rank\d+\]: ?)*)(?:[ \t]|File \")")
 # The job script's first line in every run: "hpclaunch: job J restart N on ..."
 _RESTART_MARK = b"hpclaunch: job "
 _JOB_STATES = {"TIMEOUT": "slurm_timeout", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail",
                "OUT_OF_MEMORY": "host_oom", "DEADLINE": "slurm_timeout"}
+# The rank a line names: "[rank3]:", "[Rank 3]", "[PG 1 Rank 3]", "RankID:3", "[3] is setting up NCCL", "rank=3"
+_LINE_RANK = re.compile(
+    r"\[rank(\d+)\]:|\[(?:PG [^\]]*?)?Rank (\d+)\]|RankID:(\d+)|\[(\d+)\] is setting up|\brank=(\d+)")
+# The node a line names: NCCL's "host:pid:tid [dev] ...", srun's "srun: error: host: task(s) N: ..."
+_LINE_NODE = re.compile(
+    r"(?:^|[\s\]:])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] |srun: error: ([A-Za-z][\w.-]*): tasks? [\d,-]+: ")
+_OP = re.compile(r"OpType=(\w+)|OPS function error: (Hccl\w+)")
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)|timed out after (\d+)ms|timeout:(\d+)min")
+_SEQ = re.compile(r"SeqNum=(\d+)")
+# A Python exception that only carries a collective's failure (the timeout in the same log is the cause)
+_COLLECTIVE_WRAPPER = re.compile(r"Hccl|HCCL|NCCL|ACL stream|DistBackendError|ProcessGroup|communicator|c10d")
+# Launcher and Slurm lines: they report an exit, not a lost peer
+_LAUNCHER_LINE = re.compile(r"^(?:srun|slurmstepd|hpclaunch)\b")
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class RankScan:
     mtime: float
     primary: Hit | None = None
     secondary: Hit | None = None
+    hits: list[Hit] = field(default_factory=list)
 
 
 @dataclass
@@ -63,6 +78,9 @@ class Diagnosis:
     error: str | None = None  # the first real error line
     file: str | None = None
     hint: str = ""
+    node: str | None = None  # the node the error names (NCCL's host prefix, srun's task line, torchrun's host)
+    operation: str | None = None  # a timed-out collective: OpType (ALLREDUCE, _ALLGATHER_BASE) or HCCL op
+    timeout_ms: int | None = None  # the collective's timeout
     first_failure: dict[str, str] | None = None  # torchrun's root cause: time, host, rank, exit
     waiting_ranks: list[int] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
@@ -93,12 +111,35 @@ def scan_bytes(data: bytes, base: int, file: str, *, skip_echo: bool = False) ->
     for s in _candidate_lines(data):
         e = data.find(b"\n", s)
         line = data[s:] if e < 0 else data[s:e]
-        if (skip_echo and _RANK_ECHO.match(line)) or (_CODE_LINE.match(line) and b"exitcode" not in line):
+        code = _CODE_LINE.match(line) and b"exitcode" not in line and b"what():" not in line
+        if (skip_echo and _RANK_ECHO.match(line)) or code:
             continue
         rule = classify(line)
         if rule is not None:
             hits.append(Hit(rule.name, line.decode("utf-8", "replace").strip(), file, base + s))
-    return hits
+    return _demote_wrappers(hits)
+
+
+def _demote_wrappers(hits: list[Hit]) -> list[Hit]:
+    """A `RuntimeError: ... HcclAllreduce, error code is 6` next to a collective timeout is that timeout
+    surfacing in Python, not a cause of its own."""
+    if not any(h.rule == "collective_timeout" for h in hits):
+        return hits
+    return [replace(h, rule="collective_timeout") if h.rule == "python_error" and _COLLECTIVE_WRAPPER.search(h.line)
+            else h for h in hits]
+
+
+def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
+    for line in lines:
+        m = pattern.search(line)
+        if m:
+            return next(g for g in m.groups() if g is not None)
+    return None
+
+
+def _line_rank(line: str) -> int | None:
+    found = _first(_LINE_RANK, [line])
+    return int(found) if found is not None else None
 
 
 def _read_ends(path: Path, size: int = TAIL_BYTES) -> tuple[int, bytes]:
@@ -114,7 +155,7 @@ def scan_rank(lf: LogFile) -> RankScan:
     if not hits and base > 0:
         base, data = _read_ends(lf.path, TAIL_BYTES)
         hits = scan_bytes(data, base, str(lf.path))
-    scan = RankScan(lf.rank, str(lf.path), lf.path.stat().st_mtime)
+    scan = RankScan(lf.rank, str(lf.path), lf.path.stat().st_mtime, hits=hits)
     for hit in hits:
         if BY_NAME[hit.rule].primary:
             if scan.primary is None:
@@ -152,24 +193,38 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
 
     d = Diagnosis(job_id, state, exit_code, restart, len(files), None, "no failure found",
                   first_failure=root, restarts=restarts)
+    hits_of = {s.file: s.hits for s in scans}
+    rank_of = {s.file: s.rank for s in scans}
 
     def verdict(rule: Rule, hit: Hit | None, rank: int | None) -> Diagnosis:
+        context = [hit.line] if hit else []
+        if hit:
+            context += [h.line for h in hits_of.get(hit.file, batch_hits) if h is not hit]
+            if rank is None and not rule.job_level:
+                rank = _line_rank(hit.line)
+                rank = rank_of.get(hit.file) if rank is None else rank
         d.cause, d.title, d.rank = rule.name, rule.title, rank
+        d.node = _first(_LINE_NODE, context) or (root["host"] if root and not rule.job_level else None)
         shown = rank if rank is not None else 0
         d.hint = rule.hint.replace("JOB", job_id).replace("--rank R", f"--rank {shown}")
+        if rule.node_fault:
+            d.hint = d.hint.replace("NODE", d.node or "<node>")
+        if rule.name == "collective_timeout":
+            _describe_collective(d, context)
         if hit:
             d.error, d.file = hit.line, hit.file
         if not rule.job_level:
             d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank and s.primary is None)
         return d
 
-    if state == "COMPLETED":
+    state_word = state.split()[0] if state else ""
+    if state_word == "COMPLETED":
         d.title = "the job completed"
         return d
 
     # 1. Slurm ended the whole job (time limit, preemption, node failure, cgroup OOM).
-    job_rule = _JOB_STATES.get(state or "")
-    job_hit = next((h for h in batch_hits if BY_NAME[h.rule].job_level), None)
+    job_rule = _JOB_STATES.get(state_word)
+    job_hit = next((h for h in batch_hits if BY_NAME[h.rule].job_level and h.rule != "cancelled"), None)
     if job_hit and not job_rule:
         job_rule = job_hit.rule
     if job_rule:
@@ -190,38 +245,70 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
         rank = int(root["rank"]) if root else None
         return verdict(BY_NAME[batch_primary.rule], batch_primary, rank)
 
-    # 4. A rank exited without a word (killed) while the others waited.
+    # 4. Nothing failed on its own: a user or an administrator cancelled the job.
+    cancel_hit = next((h for h in batch_hits if h.rule == "cancelled"), None)
+    if state_word == "CANCELLED" or cancel_hit:
+        return verdict(BY_NAME["cancelled"], cancel_hit, None)
+
+    # 5. A rank exited without a word (killed) while the others waited.
     if root:
         rank = int(root["rank"])
         code = int(root["exit"])
         if code in (-9, 137):
             return verdict(BY_NAME["host_oom"], None, rank)
+        if code == 127:
+            return verdict(BY_NAME["command_not_found"], None, rank)
         quiet = next((s for s in scans if s.rank == rank), None)
         d.file = quiet.file if quiet else None
-        d.cause, d.rank = "exited", rank
+        d.cause, d.rank, d.node = "exited", rank, root["host"]
         d.title = f"rank {rank} exited with code {code} without an error message"
         d.hint = (f"look at the last lines of its log (`hpclaunch logs {job_id} --rank {rank} --tail 50`); "
                   "a signal or os._exit ends a rank silently")
         d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank)
         return d
 
-    # 5. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not.
+    # 6. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not.
     waiting = [s for s in scans if s.secondary is not None]
     if waiting:
         silent = [s for s in scans if s.secondary is None]
         suspect = min(silent, key=lambda s: (s.mtime, s.rank)) if silent else None
         hit = min(waiting, key=lambda s: (s.mtime, s.rank)).secondary
         timeouts = [s for s in waiting if s.secondary and s.secondary.rule == "collective_timeout"]
+        if timeouts:
+            hit = min(timeouts, key=lambda s: (s.mtime, s.rank)).secondary
         rule = BY_NAME["collective_timeout" if timeouts else "peer_failed"]
         result = verdict(rule, hit, suspect.rank if suspect else None)
         if rule.name == "peer_failed":
             result.title, result.hint = "ranks lost their peers", _hint_peer(job_id, suspect)
         return result
 
+    # 7. Only the batch output shows the cascade: a collective timeout there is the cause, with its rank.
+    for name in ("collective_timeout", "msrun_worker_failed", "peer_failed"):
+        hit = next((h for h in batch_hits if h.rule == name and not _LAUNCHER_LINE.match(h.line)), None)
+        if hit:
+            result = verdict(BY_NAME[name], hit, None)
+            if name == "peer_failed":
+                result.title, result.hint = "ranks lost their peers", _hint_peer(job_id, None)
+            return result
+
     if state and state not in ("COMPLETED", "RUNNING", "PENDING") or (exit_code and exit_code != "0:0"):
         d.cause, d.title = "exited", f"the job ended {state or ''} (exit {exit_code}) with no known error"
         d.hint = f"read the job output and the last lines of each rank (`hpclaunch logs {job_id} --tail 50`)"
     return d
+
+
+def _describe_collective(d: Diagnosis, lines: list[str]) -> None:
+    """The timed-out operation, its sequence number and timeout, from the watchdog's (or HCCL's) lines."""
+    d.operation = _first(_OP, lines)
+    ms = _TIMEOUT_MS.search("\n".join(lines))
+    if ms:
+        value = next(g for g in ms.groups() if g is not None)
+        d.timeout_ms = int(value) * (60_000 if ms.group(3) else 1)
+    seq = _first(_SEQ, lines)
+    parts = [p for p in (d.operation, seq and f"SeqNum={seq}") if p]
+    what = f"a collective operation ({', '.join(parts)})" if parts else "a collective operation"
+    after = f" after {d.timeout_ms / 1000:g} s" if d.timeout_ms else ""
+    d.title = f"{what} timed out{after}"
 
 
 def _hint_peer(job_id: str, suspect: RankScan | None) -> str:

@@ -18,11 +18,14 @@ class Rule:
     hint: str
     primary: bool = True
     job_level: bool = False  # a verdict about the whole job (Slurm ended it), not about one rank
+    node_fault: bool = False  # the node is to blame: the hint names it (NODE) and suggests excluding it
 
 
 # Literal strings, at least one of which is in every line a rule matches. bytes.find (a fast C search)
 # picks the few candidate lines with them; the rules' regular expressions then classify those lines.
 # (One regular expression with every alternative, run over megabytes of logs, is ~1000x slower in re.)
+# Each key costs a pass over the tail of every log: a rule's line that already holds a key ("error:",
+# "Error:", "imed out", "EI000", "xit code") needs no key of its own.
 SCAN_KEYS: tuple[bytes, ...] = (
     b"Error:", b"Error\n", b"error:", b"Exception:", b"Exception\n", b"imeout", b"imed out", b"ime out",
     b"out of memory", b"Out of memory", b"OUT_OF_MEMORY", b"oom-kill", b"oom_kill", b"Killed", b"EADDRINUSE",
@@ -30,8 +33,9 @@ SCAN_KEYS: tuple[bytes, ...] = (
     b"ECONNRESET", b"crashing", b"ignal", b"SIG", b"exitcode", b"xit code", b"EL0004", b"EI000",
     b"RESOURCE_EXHAUSTED", b"ACL_ERROR", b"musaError", b"couldn't", b"outgoing traffic", b"ffline",
     b"No module named", b"cannot import", b"not a valid model", b"Cannot find the requested",
-    b"Segmentation fault", b"core dumped", b"StepId", b"CANCELLED AT", b"KeyboardInterrupt", b"aborted",
-    b"Fatal Python",
+    b"Segmentation fault", b"core dumped", b"StepId", b"CANCELLED", b"KeyboardInterrupt", b"aborted",
+    b"Fatal Python", b"return code", b"total mem size", b"MTGPU", b"FATAL:", b"not found", b"No such file or directory",
+    b"code 127", b"socket interface", b"AF_INET", b"NET/IB", b"ibv_", b"specific port", b"exit with exception",
 )
 
 
@@ -64,6 +68,21 @@ RULES: tuple[Rule, ...] = (
         job_level=True,
     ),
     Rule(
+        "cancelled",
+        "cancelled by a user",
+        _re(r"CANCELLED AT \S+ \*\*\*", r"CANCELLED (?:by|BY) \w+"),
+        "nothing failed: the job was cancelled (scancel) by its owner or an administrator; submit it again "
+        "to continue from the last checkpoint",
+        primary=False,
+        job_level=True,
+    ),
+    Rule(
+        "hpclaunch_error",
+        "hpclaunch stopped the job",
+        _re(r"^\s*" + RANK_PREFIX.decode() + r"hpclaunch: error: "),
+        "the message above is hpclaunch's own: fix the setting it names in the profile or recipe and submit again",
+    ),
+    Rule(
         "device_oom",
         "device out of memory",
         _re(
@@ -75,9 +94,29 @@ RULES: tuple[Rule, ...] = (
             r"\bEL0004\b",
             r"RESOURCE_EXHAUSTED",
             r"musaErrorMemoryAllocation",
+            r"(?:CUDA|MUSA) error: out of memory",
+            r"Cuda failure 'out of memory'",
+            r"Memory_Allocation_Failure",
+            r"is more than total mem size",
         ),
         "lower the micro-batch size (--set train.micro_batch_size=N) and raise gradient accumulation, "
         "turn on activation checkpointing, or use ZeRO stage 3 / offload",
+    ),
+    Rule(
+        "device_fault",
+        "a device or driver fault",
+        _re(
+            r"(?:CUDA|MUSA|HIP) error: (?:an illegal memory access|unspecified launch failure|unknown error"
+            r"|uncorrectable ECC error|an illegal instruction|misaligned address|device not ready)",
+            r"MUSA error: ",
+            r"MTGPU:\s*\(Error\)",
+            r"(?:Guilty|Innocent) Lockup",
+            r"uncorrectable ECC error",
+        ),
+        "a device or its driver failed on NODE: if it repeats there, submit with `--exclude NODE` and tell the "
+        "administrators (`dmesg` shows Xid/MTGPU errors); if it follows you to other nodes, rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 (MUSA_LAUNCH_BLOCKING=1) to find the kernel",
+        node_fault=True,
     ),
     Rule(
         "host_oom",
@@ -90,6 +129,7 @@ RULES: tuple[Rule, ...] = (
             r"\bMemoryError\b",
             r"exitcode\s*:\s*-9\b",
             r"Signal 9 \(SIGKILL\)",
+            r"return code = -9\b",
         ),
         "the node ran out of host memory: ask for more memory per node, use fewer data-loader workers "
         "or ranks per node, or stream the dataset",
@@ -102,9 +142,42 @@ RULES: tuple[Rule, ...] = (
             r"EADDRINUSE",
             r"errno: 98\b",
             r"server socket has failed to (?:listen|bind)",
+            r"listen on ip\[[^\]]*\] and specific port\[\d+\] fail",
         ),
         "another process on the node holds the port (a stale rank or another job): find it with "
         "`ss -ltnp` on the node and end it, or resubmit (the job's MASTER_PORT derives from its job id)",
+    ),
+    Rule(
+        "container_failed",
+        "the container did not start",
+        _re(
+            r"pyxis: (?:couldn't start container|container start failed|failed to import|child \d+ failed)",
+            r"spank_pyxis\.so",
+            r"enroot-[\w-]+: fail",
+            r"hooks\.d/\S+ exited with return code",
+            r"nvidia-container-cli: [\w ]*error",
+            r"FATAL:\s+(?:container creation failed|while |could not |failed )",
+        ),
+        "the container runtime (pyxis/enroot/apptainer) failed before the job's command ran; its own words are "
+        "above: check the profile's container image (imported or pullable from the node), that its runtime "
+        "paths (ENROOT_RUNTIME_PATH, ENROOT_DATA_PATH, APPTAINER_TMPDIR) are writable there, and the image's "
+        "entrypoint/shell",
+    ),
+    Rule(
+        "command_not_found",
+        "a program or the Python environment was not found",
+        _re(
+            r": command not found",
+            r"execve\(\): [^:\n]+: No such file or directory",
+            r"line \d+: \S+: No such file or directory",
+            r"bin/activate: No such file or directory",
+            r"^\S+: \d+: \S+: not found",
+            r"[Ee]xit(?:ed with exit)? code:? 127\b",
+            r"exitcode\s*:\s*127\b",
+        ),
+        "the job could not find a program (the launcher, python, a module command) or its environment on the "
+        "compute node: check the profile's python env / modules (the activate path, `module load`), and that "
+        "they exist on the nodes (`srun -N1 bash -lc 'which python torchrun'`)",
     ),
     Rule(
         "asset_missing",
@@ -138,13 +211,53 @@ RULES: tuple[Rule, ...] = (
         "or faulthandler for a stack",
     ),
     Rule(
+        "network_fault",
+        "a network (InfiniBand/RoCE) error",
+        _re(
+            r"NET/IBP? ?:\s*Got completion",
+            r"NCCL WARN NET/IB[^\n]*(?:[Ee]rror|failed)",
+            r"transport retry counter exceeded",
+            r"\bibv_\w+ failed",
+        ),
+        "a NIC or link failed on NODE or between it and its peer: submit again with `--exclude NODE` and "
+        "tell the administrators (`ibstat`, the port's link state on the node)",
+        node_fault=True,
+    ),
+    Rule(
+        "network_interface",
+        "no usable network interface",
+        _re(
+            r"no socket interface found",
+            r"neither AF_INET",
+            r"NCCL_SOCKET_IFNAME[^\n]*not found",
+        ),
+        "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME names an interface the node does not have: list them with "
+        "`ip -br addr` on a compute node and set the profile's interface (a name, a prefix such as `ib`, or "
+        "a comma list)",
+    ),
+    Rule(
+        "rendezvous_failed",
+        "could not reach the rendezvous on the head node",
+        _re(
+            r"client socket has timed out after \d+ms while trying to connect to",
+            r"TCP client failed to connect",
+            r"DistNetworkError",
+            r"retriev\w* ncclUniqueId from \[\d+\] via c10d key-value store",
+            r"Rendezvous\w*(?:Timeout|Connection|Closed)Error",
+        ),
+        "ranks could not connect to the head node's store (MASTER_ADDR:MASTER_PORT): check that the head node "
+        "started (its rank 0 log), that the address resolves to an interface the other nodes reach (the "
+        "profile's GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME), and that no firewall blocks the port",
+    ),
+    Rule(
         "collective_timeout",
         "a collective operation timed out",
         _re(
             r"Watchdog caught collective operation timeout",
             r"collective operation timeout",
             r"NCCL[^\n]{0,80}[Tt]ime ?out",
-            r"HCCL[^\n]{0,80}[Tt]ime ?out",
+            r"(?i:hccl[^\n]{0,80}time ?out)",
+            r"Getting socket times out",
             r"\bEI000[26]\b",
             r"[Gg]loo[^\n]{0,120}[Tt]imed? ?out",
             r"DistStoreError[^\n]*[Tt]imed? ?out",
@@ -154,6 +267,14 @@ RULES: tuple[Rule, ...] = (
         ),
         "one rank stopped taking part (crashed, hung or is much slower): look at the first failing rank; "
         "if none failed, check the network between nodes (NCCL_DEBUG=INFO) or raise the collective timeout",
+        primary=False,
+    ),
+    Rule(
+        "msrun_worker_failed",
+        "an msrun worker exited with an error",
+        _re(r"Worker process \d+ exit with exception"),
+        "msrun saw a worker fail: its own log says why (`hpclaunch logs JOB --tail 50`, the files "
+        "logs/msrun/node<K>.restart-<N>/worker_<R>.log)",
         primary=False,
     ),
     Rule(

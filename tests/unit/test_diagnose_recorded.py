@@ -1,0 +1,161 @@
+"""`diagnose` on failure output recorded from public issue trackers (tests/fixtures/failures, SOURCES.md
+there says where each file comes from). Each fixture is put where a real job writes it (a rank's log, an
+msrun worker's log, or the job output) and must give the right cause, rank, node and hint."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.logs.diagnose import diagnose
+from hpclaunch.schedulers.base import JobStatus
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
+HEAD = "hpclaunch: job 7 restart 0 on node1, head node1:21084\n"
+NOISE = "step 12 loss 3.21 lr 0.0001 tokens/s 20000\n"
+
+# file, where, cause, rank, words the title/hint/node must hold. where: job (the job output), rank:R (rank R's
+# log; ranks 0-3 exist, the others wrote earlier: they hang, a timeout's suspect), only:R (rank R's is the only
+# rank log: a collective timeout is the only evidence), msrun:R (msrun worker R's log)
+TABLE: list[tuple[str, str, str, int | None, tuple[str, ...]]] = [
+    ("nccl_watchdog/old_format_ofa271.log", "job", "collective_timeout", 1,
+     ("ALLREDUCE", "SeqNum=469508", "1800 s")),
+    ("nccl_watchdog/old_format_pytorch118369.log", "job", "collective_timeout", 0, ("ALLREDUCE", "1800 s")),
+    ("nccl_watchdog/new_format_basicsr737.log", "job", "collective_timeout", 1, ("ALLREDUCE", "600 s")),
+    ("nccl_watchdog/new_format_reduce_scatter_llamafactory6269.log", "only:0", "collective_timeout", 0,
+     ("_REDUCE_SCATTER_BASE", "SeqNum=7753", "600 s")),
+    ("nccl_watchdog/watchdog_terminate_allgather_sglang1693.log", "job", "collective_timeout", 5,
+     ("_ALLGATHER_BASE", "600 s")),
+    ("nccl_watchdog/ray_worker_gather_vllm6042.log", "job", "collective_timeout", 1, ("GATHER", "600 s")),
+    ("nccl_network/ib_completion_status12_nccl1405.log", "job", "network_fault", None,
+     ("--exclude kp-ddp-worker-0",)),
+    ("nccl_network/ib_completion_error4_nccltests252.log", "job", "network_fault", None, ("--exclude kolyoz2",)),
+    ("nccl_network/socket_closed_then_cuda_oom_nccl1235.log", "job", "device_oom", None,
+     ("micro_batch_size", "ng30903")),
+    ("nccl_network/socket_broken_pipe_nccl795.log", "job", "peer_failed", None,
+     ("went away first", "a100-st-p4d24xlarge-22")),
+    ("rendezvous/tcpstore_client_timeout_cppo6.log", "job", "rendezvous_failed", None,
+     ("head node", "SOCKET_IFNAME")),
+    ("rendezvous/dynamic_rendezvous_cosmos681.log", "rank:1", "rendezvous_failed", 1, ("MASTER_ADDR",)),
+    ("rendezvous/nccl_unique_id_store_timeout_llamafactory3698.log", "job", "rendezvous_failed", 4,
+     ("head node",)),
+    ("rendezvous/socket_ifname_not_found_nccl1837.log", "job", "network_interface", None,
+     ("NCCL_SOCKET_IFNAME", "ip -br addr")),
+    ("host_oom/deepspeed_return_code_minus9_ds3232.log", "job", "host_oom", None, ("host memory",)),
+    ("host_oom/torchrun_failed_exitcode_minus9_colossalai3514.log", "job", "host_oom", None, ("host memory",)),
+    ("host_oom/torchrun_root_cause_sigkill_cppo6.log", "job", "host_oom", 0,
+     ("host memory", "mlxlab115rp2n7682d40d9")),
+    ("host_oom/slurm_oom_kill_step_brainscore950.log", "job", "host_oom", None, ("host memory", "node107")),
+    ("host_oom/slurm_oom_kill_new_wording_snakemake371.log", "job", "host_oom", None, ("host memory",)),
+    ("device_oom/cuda_oom_pytorch16417.log", "rank:2", "device_oom", 2, ("micro_batch_size",)),
+    ("device_oom/npu_oom_touchnet100.log", "rank:3", "device_oom", 3, ("micro_batch_size",)),
+    ("device_oom/npu_oom_torch_oom_error_sglang29838.log", "rank:0", "device_oom", 0, ("micro_batch_size",)),
+    ("device_oom/ascend_el0004_helios62.log", "job", "device_oom", None, ("micro_batch_size",)),
+    ("device_oom/mindspore_total_mem_size_mindact1761.log", "msrun:3", "device_oom", 3, ("micro_batch_size",)),
+    ("hccl/ei0006_hcclallreduce_vllm_ascend486.log", "only:1", "collective_timeout", 1, ("HcclAllreduce",)),
+    ("hccl/ei0006_old_format_llamafactory5071.log", "msrun:2", "collective_timeout", 0,
+     ("collective operation",)),
+    ("hccl/ei0006_new_format_vllm_ascend5461.log", "job", "collective_timeout", None, ("collective operation",)),
+    ("hccl/ei9999_hccl_task_timeout_ascend_pytorch54.log", "only:3", "collective_timeout", 3, ("1800 s",)),
+    ("hccl/hccl_listen_port_in_use_vllm_ascend1955.log", "job", "port_in_use", None, ("ss -ltnp",)),
+    ("msrun/worker_exit_with_exception_mindact1893.log", "job", "msrun_worker_failed", None, ("worker_<R>.log",)),
+    ("musa/mtgpu_guilty_lockup_torch_musa75.log", "rank:0", "device_fault", 0, ("--exclude", "dmesg")),
+    ("musa/musa_illegal_memory_access_torch_musa105.log", "rank:1", "device_fault", 1, ("MUSA_LAUNCH_BLOCKING",)),
+    ("device_fault/watchdog_cuda_illegal_access_vllm20170.log", "job", "device_fault", 2,
+     ("CUDA_LAUNCH_BLOCKING",)),
+    ("container/pyxis_entrypoint_missing_pyxis61.log", "job", "container_failed", None,
+     ("container image", "hpc-pg0-2")),
+    ("container/pyxis_import_permission_pyxis62.log", "job", "container_failed", None, ("ENROOT_RUNTIME_PATH",)),
+    ("container/pyxis_run_enroot_permission_pyxis12.log", "job", "container_failed", None, ("writable",)),
+    ("container/singularity_no_loop_device_souporcell201.log", "job", "container_failed", None, ("APPTAINER",)),
+    ("container/apptainer_resolv_conf_pggb373.log", "job", "container_failed", None, ("container image",)),
+    ("container/enroot_hook_nvidia_enroot238.log", "job", "container_failed", None, ("container image",)),
+    ("slurm/time_limit_zetta671.log", "job", "slurm_timeout", None, ("--set time=",)),
+    ("slurm/step_time_limit_desitarget628.log", "job", "slurm_timeout", None, ("--set time=",)),
+    ("slurm/cancelled_by_user_spank_plugins17.log", "job", "cancelled", None, ("nothing failed",)),
+    ("launch/execve_torchrun_missing_cscfi1.log", "job", "command_not_found", None, ("python env", "g1301")),
+    ("launch/slurm_script_command_not_found_jetstream18.log", "job", "command_not_found", None, ("modules",)),
+    ("launch/venv_activate_missing_sz128_5.log", "job", "command_not_found", None, ("python env",)),
+    ("launch/srun_not_found_snakemake91.log", "job", "command_not_found", None, ("python env",)),
+]
+
+
+def place(root: Path, where: str, text: str, ranks: int = 4) -> Path:
+    """A run directory where `where` holds the fixture and every other rank only trained (and wrote earlier)."""
+    logs = root / "logs"
+    logs.mkdir(parents=True)
+    kind, _, num = where.partition(":")
+    target = int(num) if num else -1
+    for r in ([target] if kind == "only" else range(ranks)):
+        if kind == "msrun":
+            p = logs / "msrun" / "node0.restart-0" / f"worker_{r}.log"
+            p.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            p = logs / f"rank-{r}.restart-0.log"
+        p.write_text(NOISE * 20 + (text if r == target else ""))
+        stamp = time.time() - (50 if r == target else 100)
+        os.utime(p, (stamp, stamp))
+    (logs / "job.7.out").write_text(HEAD + (text if kind == "job" else ""))
+    return root
+
+
+@pytest.mark.parametrize("name,where,cause,rank,words", TABLE, ids=[row[0] for row in TABLE])
+def test_recorded_failure(tmp_path: Path, name: str, where: str, cause: str, rank: int | None,
+                          words: tuple[str, ...]) -> None:
+    run = place(tmp_path, where, (FIXTURES / name).read_text())
+    d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
+    assert (d.cause, d.rank) == (cause, rank), d
+    said = " ".join(filter(None, (d.title, d.hint, d.node, d.error)))
+    for word in words:
+        assert word in said, (word, said)
+
+
+def test_every_fixture_is_in_the_table() -> None:
+    files = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*.log")}
+    assert files == {row[0] for row in TABLE}
+    sources = (FIXTURES / "SOURCES.md").read_text()
+    assert all(f"`{f}`" in sources for f in files), sorted(f for f in files if f"`{f}`" not in sources)
+
+
+def test_watchdog_fields(tmp_path: Path) -> None:
+    run = place(tmp_path, "job", (FIXTURES / "nccl_watchdog/new_format_basicsr737.log").read_text())
+    d = diagnose(run, "7")
+    assert (d.operation, d.timeout_ms) == ("ALLREDUCE", 600000)
+
+
+def test_network_fault_names_the_node(tmp_path: Path) -> None:
+    run = place(tmp_path, "job", (FIXTURES / "nccl_network/ib_completion_status12_nccl1405.log").read_text())
+    assert diagnose(run, "7").node == "kp-ddp-worker-0"
+
+
+def test_a_primary_cause_beats_the_watchdog_cascade(tmp_path: Path) -> None:
+    # rank 2 ran out of device memory; ranks 0, 1 and 3 then timed out in the allreduce it never joined
+    watchdog = (FIXTURES / "nccl_watchdog/old_format_ofa271.log").read_text()
+    run = place(tmp_path, "rank:2", (FIXTURES / "device_oom/cuda_oom_pytorch16417.log").read_text())
+    for r in (0, 1, 3):
+        (run / "logs" / f"rank-{r}.restart-0.log").write_text(NOISE + watchdog)
+    assert (diagnose(run, "7").cause, diagnose(run, "7").rank) == ("device_oom", 2)
+
+
+@pytest.mark.parametrize("where", ["rank:1", "job"])
+def test_hpclaunch_own_error_is_the_cause(tmp_path: Path, where: str) -> None:
+    line = "hpclaunch: error: no job config: pass --config RUN_DIR/resolved.yaml or set HPCLAUNCH_CONFIG\n"
+    d = diagnose(place(tmp_path, where, line), "7", JobStatus("7", "FAILED", exit_code="2:0"))
+    assert d.cause == "hpclaunch_error" and d.error == line.strip()
+    assert d.rank == (1 if where == "rank:1" else None)
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "CANCELLED by 1000"])
+def test_cancelled_state_is_not_a_failure(tmp_path: Path, state: str) -> None:
+    run = place(tmp_path, "rank:0", "[rank0]: torch.distributed.elastic.multiprocessing.api.SignalException: "
+                                    "Process 4242 got signal: 15\n")
+    assert diagnose(run, "7", JobStatus("7", state, exit_code="0:15")).cause == "cancelled"
+
+
+def test_launcher_exit_127(tmp_path: Path) -> None:
+    text = "bash: line 1: python: command not found\nhpclaunch: launch exited with code 127\n"
+    d = diagnose(place(tmp_path, "job", text), "7", JobStatus("7", "FAILED", exit_code="127:0"))
+    assert d.cause == "command_not_found" and "python env" in d.hint
