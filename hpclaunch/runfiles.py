@@ -16,7 +16,7 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
-    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (e.g. requeues without progress)
+    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
     RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)

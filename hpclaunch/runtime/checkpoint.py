@@ -25,7 +25,9 @@ KEEP = 2
 
 def latest(run_dir: Path) -> Path | None:
     root = RunFiles(run_dir).checkpoints
-    steps = [p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name) and p.is_dir()] if root.is_dir() else []
+    if not root.is_dir():
+        return None
+    steps = [p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name) and p.is_dir()]
     return max(steps, key=lambda p: int(_STEP.match(p.name).group(1)), default=None)
 
 
@@ -57,7 +59,8 @@ def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> P
     if d.is_main:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        old = sorted((p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name)), key=lambda p: p.name)[:-KEEP]
+        done = (p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name))
+        old = sorted(done, key=lambda p: p.name)[:-KEEP]
         for p in old:
             shutil.rmtree(p, ignore_errors=True)
     d.barrier()
