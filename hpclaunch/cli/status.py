@@ -3,6 +3,7 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +14,7 @@ from hpclaunch import registry
 from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.report.metrics import last_metrics
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.schedulers.reasons import explain
 
@@ -20,11 +22,40 @@ _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_
                 "perplexity")
 
 
+def retries(r: registry.JobRecord) -> list[dict]:
+    """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
+    path = RunFiles(r.run_dir).retries
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("to"):
+            out.append(entry)
+    return out
+
+
+def stop_reason(r: registry.JobRecord) -> str | None:
+    """Why hpclaunch stopped the job itself (e.g. requeued too often without a new checkpoint)."""
+    try:
+        return RunFiles(r.run_dir).stop_reason.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
-    """One scheduler call per scheduler kind for all the records."""
+    """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
     by_sched: dict[str, list[str]] = defaultdict(list)
     for r in records:
         by_sched[r.scheduler].append(r.job_id)
+        chain = retries(r)
+        if chain:
+            by_sched[r.scheduler].append(str(chain[-1]["to"]))
     out: dict[str, JobStatus] = {}
     for name, ids in by_sched.items():
         out.update(get_scheduler(name).status(ids))
@@ -49,8 +80,11 @@ def _reason(s: JobStatus) -> str | None:
     return text.replace("JOB", s.job_id) if text else None
 
 
-def _as_dict(r: registry.JobRecord, s: JobStatus) -> dict:
-    return {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir))}
+def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus]) -> dict:
+    chain = retries(r)
+    latest = found.get(str(chain[-1]["to"])) if chain else None
+    return {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
+            "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None}
 
 
 def _elapsed(s: JobStatus) -> str:
@@ -70,7 +104,7 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses(records)
     if as_json:
-        data = [_as_dict(r, found[r.job_id]) for r in records]
+        data = [_as_dict(r, found[r.job_id], found) for r in records]
         echo_json(data[0] if job else data)
         return
     for r in records:
@@ -83,6 +117,14 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         if s.reason and s.state != "COMPLETED":
             text = _reason(s)
             click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
+        stopped = stop_reason(r)
+        if stopped:
+            click.echo(f"  stopped by hpclaunch: {stopped}")
+        for step in retries(r):
+            nxt = found.get(str(step["to"]))
+            click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
+                       f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
+                       f"excluded {step.get('exclude')}")
         if s.nodes:
             click.echo(f"  nodes: {s.nodes}")
         if s.elapsed:
@@ -105,13 +147,17 @@ def jobs_cmd(limit: int, as_json: bool) -> None:
     records = registry.all_records()[-limit:] if limit > 0 else registry.all_records()
     found = statuses(records)
     if as_json:
-        echo_json([_as_dict(r, found[r.job_id]) for r in records])
+        echo_json([_as_dict(r, found[r.job_id], found) for r in records])
         return
     rows = []
     for r in records:
         s = found[r.job_id]
         m = last_metrics(Path(r.run_dir)) or {}
         state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+        chain = retries(r)
+        if chain:
+            last = found.get(str(chain[-1]["to"]))
+            state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
         rows.append((r.job_id, r.recipe + (f":{r.preset}" if r.preset else ""), r.profile, r.layout, state,
                      _elapsed(s), _num(m["loss"]) if "loss" in m else "", r.submitted_at))
     print_table(["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted"], rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -47,7 +48,12 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                                                gpus_per_node=gpus_per_node, partition=partition, time=time_,
                                                name=name, sets=sets, retries=retries,
                                                inject=os.environ.get("HPCLAUNCH_INJECT") or None))
+    if spec.inject:
+        click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
+                   err=True)
     done = submission.dry_run(spec) if dry_run else submission.submit(spec)
+    if not dry_run and spec.profile.scheduler == "slurm":
+        _say_excluded()
     for warning in done.warnings:
         click.echo(f"hpclaunch: warning: {warning}", err=True)
     if as_json:
@@ -61,6 +67,14 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
         _follow(done.job_id)
+
+
+def _say_excluded() -> None:
+    from hpclaunch import suspects
+
+    for node, info in sorted(suspects.load().items()):
+        click.echo(f"hpclaunch: excluding suspect node {node} ({info.get('reason')}, job {info.get('job')}) "
+                   f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(info['until'])))}", err=True)
 
 
 def _follow(job_id: str) -> None:

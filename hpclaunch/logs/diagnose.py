@@ -5,6 +5,7 @@ pick the first failing rank: the one torchrun names as root cause, else a rank w
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, replace
@@ -170,6 +171,27 @@ def _root_cause(data: bytes) -> dict[str, str] | None:
     return min(found, key=lambda d: d["time"]) if found else None
 
 
+def _hung(d: Diagnosis, run: RunFiles, restart: int, job_id: str) -> bool:
+    """Fill `d` from the watchdog's verdict of this restart, if there is one."""
+    try:
+        found = json.loads(run.watchdog_verdict(restart).read_text())
+    except (OSError, ValueError):
+        return False
+    hung = [int(r) for r in found.get("hung", [])]
+    ranks = found.get("ranks", {})
+    d.cause, d.title = "hung", str(found.get("summary", "the job hung"))
+    d.rank = hung[0] if hung else None
+    d.waiting_ranks = [int(r) for r in found.get("waited", [])]
+    d.node = ranks.get(str(d.rank), {}).get("host") if d.rank is not None else None
+    d.file = str(run.watchdog_verdict(restart))
+    shown = d.rank if d.rank is not None else 0
+    d.hint = (f"the watchdog ended the job after {found.get('stalled_for', '?')} s without progress (timeout "
+              f"{found.get('timeout', '?')} s); see where rank {shown} stopped: hpclaunch logs {job_id} --rank "
+              f"{shown} --tail 50" + (f"; if node {d.node} is at fault, resubmit with --retries 1 (it excludes "
+                                      f"the node) or --exclude it" if d.node else ""))
+    return True
+
+
 def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Diagnosis:
     state = status.state if status else None
     exit_code = status.exit_code if status else None
@@ -229,6 +251,10 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
         job_rule = job_hit.rule
     if job_rule:
         return verdict(BY_NAME[job_rule], job_hit if job_hit and job_hit.rule == job_rule else None, None)
+
+    # 1b. The watchdog ended a hang: no rank progressed for its timeout (hpclaunch/runtime/supervise.py).
+    if restart is not None and _hung(d, RunFiles(run_dir), restart, job_id):
+        return d
 
     # 2. A rank with a real error: torchrun's root-cause rank if it has one, else the one that stopped first.
     failed = [s for s in scans if s.primary is not None]

@@ -103,7 +103,7 @@ def verdict(records: dict[int, dict[str, object]]) -> dict[str, object]:
         text += (f"; rank{'s' if len(waited) > 1 else ''} {', '.join(map(str, waited))} waited in a collective "
                  f"(phase: {', '.join(phases)})")
     return {"hung": hung, "waited": waited, "summary": text,
-            "ranks": {str(k): {"step": r.get("step"), "phase": r.get("phase"), "t": r.get("t")}
+            "ranks": {str(k): {"step": r.get("step"), "phase": r.get("phase"), "t": r.get("t"), "host": r.get("host")}
                       for k, r in sorted(records.items())}}
 
 

@@ -61,6 +61,21 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
 
 
 
+def exclude_option(script: Path) -> list[str]:
+    """``--exclude=`` for the nodes blamed for recent failures (hpclaunch/suspects.py), joined with the
+    script's own ``#SBATCH --exclude`` (an sbatch option given on the command line replaces it)."""
+    from hpclaunch import suspects
+
+    nodes = suspects.excluded()
+    if not nodes:
+        return []
+    for line in script.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#SBATCH --exclude="):
+            own = line.split("=", 1)[1].strip().strip("'")
+            nodes = sorted({*nodes, *(n for n in own.split(",") if n)})
+    return [f"--exclude={','.join(nodes)}"]
+
+
 class SlurmScheduler(Scheduler):
     name = "slurm"
 
@@ -80,7 +95,7 @@ class SlurmScheduler(Scheduler):
         }
 
     def submit(self, script: Path, run_dir: Path) -> str:
-        proc = cmd.run(["sbatch", "--parsable", str(script)], timeout=120)
+        proc = cmd.run(["sbatch", "--parsable", *exclude_option(script), str(script)], timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise CommandError(f"sbatch answered {proc.stdout.strip()!r}, not a job id")
