@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -32,7 +33,7 @@ def list_cmd(profile: str, as_json: bool) -> None:
     from hpclaunch.cli.stage import human
 
     store = _store(profile)
-    items = []
+    items: list[dict[str, Any]] = []
     for folder, m in iter_assets(store):
         if m is None:
             items.append({"path": str(folder), "state": "no manifest (incomplete)"})

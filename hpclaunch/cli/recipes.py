@@ -20,7 +20,7 @@ def recipes() -> None:
 @recipes.command("list")
 def list_cmd() -> None:
     """A table of the recipes found: name, launcher, task, presets, description."""
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for name, folder in sorted(recipe_dirs().items()):
         try:
             data = read_yaml(folder / "recipe.yaml")

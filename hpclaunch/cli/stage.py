@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from hpclaunch.assets.store import store_root
 from hpclaunch.cli.options import json_option, profile_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.errors import AssetError
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 def human(n: float) -> str:
@@ -29,7 +33,7 @@ class _Bars:
 
     def __init__(self, enabled: bool):
         self.progress = None
-        self.tasks: dict[AssetRequest, int] = {}
+        self.tasks: dict[AssetRequest, TaskID] = {}
         if enabled:
             from rich.console import Console
             from rich.progress import (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -110,7 +111,7 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
     env = _environment(spec)
     part = spec.partition_spec
     slurm = spec.profile.scheduler == "slurm"
-    context = {
+    context: dict[str, Any] = {
         "version": __version__,
         "spec": spec,
         "run_dir": str(run_dir),
@@ -129,7 +130,7 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
     try:
         script = env.get_template("job.sbatch.j2").render(context)
     except jinja2.TemplateNotFound as exc:
-        raise NotFoundError("template", exc.name or "?", hint="check the profile's `templates` folder") from None
+        raise NotFoundError("template", str(exc.name or "?"), hint="check the profile's `templates` folder") from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}", key="templates") from None
     files = {SCRIPT_NAME: script, "resolved.yaml": spec.to_yaml(), **launcher.files(spec)}
