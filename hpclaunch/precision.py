@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hpclaunch.config.profile import Partition
 
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
+
 # GPUs that have fp16 tensor cores but no bf16.
 _NO_BF16 = ("V100", "T4", "P100", "P40", "K80", "TITAN V")
 
@@ -20,7 +23,7 @@ def auto_precision(accelerator: str, partition: Partition) -> str:
     return "bf16"
 
 
-def precision_for(spec) -> str:  # spec: JobSpec (not imported: keeps this module dependency-free)
+def precision_for(spec: JobSpec) -> str:  # (JobSpec imported for type checking only: no import at run time)
     chosen = spec.recipe.train.precision
     if chosen != "auto":
         return chosen

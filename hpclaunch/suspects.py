@@ -12,6 +12,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.paths import hpclaunch_home
 
@@ -20,7 +21,7 @@ def _path() -> Path:
     return hpclaunch_home() / "suspect-nodes.json"
 
 
-def load(now: float | None = None) -> dict[str, dict[str, object]]:
+def load(now: float | None = None) -> dict[str, dict[str, Any]]:
     """The unexpired suspects."""
     now = time.time() if now is None else now
     try:

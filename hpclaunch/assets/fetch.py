@@ -92,12 +92,14 @@ class _TailHasher:
     def __init__(self, folder: Path, etag: str):
         self.folder, self.etag = folder, etag
         self.sha = hashlib.sha256()
-        self.pos, self.fd, self.rewound = 0, None, False
+        self.pos, self.rewound = 0, False
+        self.fd: int | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _read(self) -> bool:
+        assert self.fd is not None  # called only once the file is open
         chunk = os.read(self.fd, 8 << 20)
         if chunk:
             self.sha.update(chunk)
@@ -165,7 +167,7 @@ def _load_records(staging: Path) -> dict[str, dict]:
     return out
 
 
-def _classify(exc: BaseException) -> str:
+def _classify(exc: BaseException | None) -> str:
     name = type(exc).__name__
     if name in ("RepositoryNotFoundError", "GatedRepoError"):
         return "not_found"
@@ -198,7 +200,7 @@ def main(job: dict[str, Any]) -> int:
     if sha is None or tree is None:
         emit("error", code=_classify(last), message=f"{type(last).__name__}: {str(last).splitlines()[0]}")
         return 1
-    entries = {e.path: e for e in tree if getattr(e, "size", None) is not None}
+    entries: dict[str, Any] = {e.path: e for e in tree if getattr(e, "size", None) is not None}
     chosen, problems = select_files(kind, sorted(entries), job.get("parts", ()), job.get("configs", ()))
     if problems:
         emit("error", code="files", message="; ".join(problems))
@@ -241,7 +243,7 @@ def main(job: dict[str, Any]) -> int:
         for attempt in range(1, retries + 2):
             try:
                 tail = None
-                bar = _Progress
+                bar: type = _Progress
                 if lfs_sha is not None and size >= TAIL_HASH_MIN:
                     dl = staging / ".cache" / "huggingface" / "download" / Path(path).parent
                     tail = _TailHasher(dl, lfs_sha)
@@ -275,7 +277,7 @@ def main(job: dict[str, Any]) -> int:
                         f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}..."
                     )
                 if lfs_sha is None and git != blob_id:
-                    raise OSError(f"git blob id {git[:12]}... differs from the server's {blob_id[:12]}...")
+                    raise OSError(f"git blob id {str(git)[:12]}... differs from the server's {blob_id[:12]}...")
                 rec = {
                     "path": path,
                     "size": got,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 import click
@@ -79,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

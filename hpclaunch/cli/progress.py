@@ -3,9 +3,14 @@ and failed endpoint on stderr when it is not a terminal."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hpclaunch.assets.requests import AssetRequest
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class Bars:
@@ -14,7 +19,7 @@ class Bars:
 
     def __init__(self, enabled: bool):
         self.progress = None
-        self.tasks: dict[AssetRequest, int] = {}
+        self.tasks: dict[AssetRequest, TaskID] = {}
         if enabled:
             from rich.console import Console
             from rich.progress import (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 import yaml
 
@@ -22,7 +24,7 @@ def recipes() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """A table of the recipes found: name, launcher, task, presets, description."""
-    found = []
+    found: list[dict[str, Any]] = []
     for name, folder in sorted(recipe_dirs().items()):
         try:
             data = read_yaml(folder / "recipe.yaml")

@@ -24,7 +24,7 @@ _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_
 
 def retries(r: registry.JobRecord) -> list[dict]:
     """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
-    path = RunFiles(r.run_dir).retries
+    path = RunFiles(Path(r.run_dir)).retries
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -43,7 +43,7 @@ def retries(r: registry.JobRecord) -> list[dict]:
 def stop_reason(r: registry.JobRecord) -> str | None:
     """Why hpclaunch stopped the job itself (e.g. requeued too often without a new checkpoint)."""
     try:
-        return RunFiles(r.run_dir).stop_reason.read_text().strip() or None
+        return RunFiles(Path(r.run_dir)).stop_reason.read_text().strip() or None
     except OSError:
         return None
 

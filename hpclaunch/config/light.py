@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from hpclaunch.config import rules
 from hpclaunch.config.light_schema import MODELS
@@ -225,7 +225,7 @@ def _check(kind: tuple, value: Any) -> Any:
     raise Unsure(f"{tag}: {t.__name__}")
 
 
-_MODELS: dict[str, _Model] = {name: _Model(name, table) for name, table in MODELS.items()}
+_MODELS: dict[str, _Model] = {name: _Model(name, cast(dict[str, Any], table)) for name, table in MODELS.items()}
 
 
 def validate(model: str, data: Any) -> Any:

@@ -22,7 +22,7 @@ _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 
 
-class Loader(_BASE):  # type: ignore[misc]
+class Loader(_BASE):
     """A safe loader (libyaml's parser when available) without base-60 numbers."""
 
 

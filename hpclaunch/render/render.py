@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -79,7 +79,7 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
     scheduler = get_scheduler(spec.profile.scheduler)
     env = _environment(spec)
     files = runfiles.RunFiles(run_dir)
-    context = {
+    context: dict[str, Any] = {
         "version": __version__,
         "spec": spec,
         "files": files,
@@ -100,7 +100,7 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
         script = env.get_template("job.sbatch.j2").render(context)
         extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
     except jinja2.TemplateNotFound as exc:
-        raise NotFoundError("template", exc.name or "?", hint="check the profile's `templates` folder") from None
+        raise NotFoundError("template", str(exc.name or "?"), hint="check the profile's `templates` folder") from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}", key="templates") from None
     files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}

@@ -16,17 +16,21 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.assets.store import MANIFEST, asset_path, store_root
 from hpclaunch.errors import AssetError
 
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.runtime.distributed import Dist
 
-def job_store(spec) -> Path:
+
+def job_store(spec: JobSpec) -> Path:
     return store_root(os.environ.get("HPCLAUNCH_ASSET_STORE") or spec.profile.assets.store)
 
 
-def _stage_hint(spec) -> str:
+def _stage_hint(spec: JobSpec) -> str:
     preset = f" --preset {spec.preset}" if spec.preset else ""
     return (
         f"run `hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}` "
@@ -34,7 +38,7 @@ def _stage_hint(spec) -> str:
     )
 
 
-def hub_asset(spec, kind: str, repo: str, revision: str = "main") -> Path:
+def hub_asset(spec: JobSpec, kind: str, repo: str, revision: str = "main") -> Path:
     """The staged folder of a hub asset; an AssetError naming it and the fix when missing or partial."""
     path = asset_path(job_store(spec), kind, repo, revision)
     what = f"{kind} {repo!r} (revision {revision})"
@@ -64,7 +68,7 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def generated(store: Path, kind: str, key: str, build: Callable[[Path], None], d) -> Path:
+def generated(store: Path, kind: str, key: str, build: Callable[[Path], None], d: Dist) -> Path:
     """STORE/generated/<kind>/<key>, built once by rank 0 (into a temporary folder, then renamed)
     while the other ranks wait at a barrier."""
     final = Path(store) / "generated" / kind / key

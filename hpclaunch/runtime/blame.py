@@ -53,8 +53,8 @@ def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blam
             killed.append((int(rec["rank"]), str(rec["host"])))
     if killed:
         nodes = sorted({h for _, h in killed})
-        ranks = ", ".join(str(r) for r, _ in sorted(killed))
-        return Blame(tuple(nodes), f"rank {ranks} killed by SIGKILL (the OOM killer?) on {', '.join(nodes)}")
+        which = ", ".join(str(r) for r, _ in sorted(killed))
+        return Blame(tuple(nodes), f"rank {which} killed by SIGKILL (the OOM killer?) on {', '.join(nodes)}")
     try:
         from hpclaunch.logs.diagnose import diagnose
     except ImportError:  # a job environment without hpclaunch's logs package: no further evidence

@@ -6,15 +6,35 @@ launcher (torchrun/DDP, DeepSpeed ZeRO-1/2/3) starts from the very same weights.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
 from hpclaunch.runtime.overrides import apply_overrides, read_override, set_dropout
 
+if TYPE_CHECKING:
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        PreTrainedConfig,
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+    )
+
+    from hpclaunch.config.recipe import ModelSpec
+    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.runtime.distributed import Dist
+
 _BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _EOS = "<|endoftext|>"
+
+
+def _model_spec(spec: JobSpec) -> ModelSpec:
+    m = spec.recipe.model
+    assert m is not None, f"recipe {spec.recipe.name} has no model section"
+    return m
 
 
 def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) -> None:
@@ -65,7 +85,7 @@ def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) ->
     fast.save_pretrained(out)
 
 
-def load_tokenizer(spec, d) -> tuple[Any, str]:
+def load_tokenizer(spec: JobSpec, d: Dist) -> tuple[PreTrainedTokenizerBase, str]:
     """(tokenizer, where it came from)."""
     from transformers import AutoTokenizer
 
@@ -83,23 +103,26 @@ def load_tokenizer(spec, d) -> tuple[Any, str]:
             d,
         )
     else:
-        repo = (t.repo if t and t.repo else None) or spec.recipe.model.repo
+        repo = (t.repo if t and t.repo else None) or _model_spec(spec).repo
+        assert repo is not None, "no tokenizer.repo and no model.repo"
         path = hub_asset(spec, "model", repo, t.revision if t else "main")
     return AutoTokenizer.from_pretrained(path), str(path)
 
 
-def model_config(spec, tokenizer):
+def model_config(spec: JobSpec, tokenizer: PreTrainedTokenizerBase) -> tuple[PreTrainedConfig, list[str]]:
     """The model config: generated from model_type + config, or the staged one; then the recipe's
     model.config keys, override_config.json and train.dropout, in that order."""
     from transformers import AutoConfig
 
-    m = spec.recipe.model
+    m = _model_spec(spec)
     if m.source == "generate":
+        assert m.model_type is not None  # ModelSpec's validator: source generate needs a model_type
         ids = {k: getattr(tokenizer, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
         config = AutoConfig.for_model(
             m.model_type, vocab_size=len(tokenizer), **{k: v for k, v in ids.items() if v is not None}
         )
     else:
+        assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         config = AutoConfig.from_pretrained(hub_asset(spec, "model", m.repo, m.revision))
     changes = apply_overrides(config, dict(m.config), source=f"recipe {spec.recipe.name}: model.config")
     if m.override_config:
@@ -110,18 +133,18 @@ def model_config(spec, tokenizer):
     return config, changes
 
 
-def _auto_class(task: str):
+def _auto_class(task: str) -> type[AutoModelForCausalLM] | type[AutoModelForMaskedLM]:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     return AutoModelForMaskedLM if task == "masked-lm" else AutoModelForCausalLM
 
 
-def load_model(spec, tokenizer, d):
+def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist) -> tuple[PreTrainedModel, list[str]]:
     """(model in fp32 on the CPU, config changes). Weights: the staged checkpoint, or a random init
     with the job's seed built once by rank 0 and cached in the store."""
     import torch
 
-    m = spec.recipe.model
+    m = _model_spec(spec)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -138,14 +161,18 @@ def load_model(spec, tokenizer, d):
         path = generated(job_store(spec), "models", key, build, d)
         model = auto.from_pretrained(path, config=config, dtype=torch.float32)
     else:
+        assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
         model = auto.from_pretrained(path, config=config, dtype=torch.float32)
-        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+        embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
+        if len(tokenizer) > embeddings.shape[0]:
             model.resize_token_embeddings(len(tokenizer))
     return model, changes
 
 
-def load_tokenizer_and_model(spec, d, log):
+def load_tokenizer_and_model(
+    spec: JobSpec, d: Dist, log: Callable[[str], None]
+) -> tuple[PreTrainedTokenizerBase, str, PreTrainedModel]:
     """The tokenizer (and where it came from, which keys the data cache) and the model, logging the
     config changes made by overrides and the parameter count."""
     tokenizer, tokenizer_src = load_tokenizer(spec, d)

@@ -12,12 +12,16 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from hpclaunch.runfiles import CHECKPOINT_PREFIX, RunFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.runtime.distributed import Dist
+    from hpclaunch.runtime.engine import Engine
 
 _STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 KEEP = 2
@@ -27,18 +31,20 @@ def latest(run_dir: Path) -> Path | None:
     root = RunFiles(run_dir).checkpoints
     if not root.is_dir():
         return None
-    steps = [p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name) and p.is_dir()]
-    return max(steps, key=lambda p: int(_STEP.match(p.name).group(1)), default=None)
+    found = (p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir())
+    steps = [(int(m.group(1)), p) for p in found if (m := _STEP.match(p.name))]
+    newest = max(steps, key=lambda sp: sp[0], default=None)
+    return newest[1] if newest else None
 
 
-def _rng_state(d) -> dict[str, Any]:
+def _rng_state(d: Dist) -> dict[str, Any]:
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if d.accelerator != "cpu":
         state["device"] = d.module.get_rng_state(d.device)
     return state
 
 
-def _set_rng_state(state: dict[str, Any], d) -> None:
+def _set_rng_state(state: dict[str, Any], d: Dist) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -46,7 +52,7 @@ def _set_rng_state(state: dict[str, Any], d) -> None:
         d.module.set_rng_state(state["device"], d.device)
 
 
-def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> Path:
+def save(engine: Engine, run_dir: Path, step: int, client_state: dict[str, Any], d: Dist) -> Path:
     root = RunFiles(run_dir).checkpoints
     final, tmp = root / f"{CHECKPOINT_PREFIX}{step:08d}", root / f".tmp-{CHECKPOINT_PREFIX}{step:08d}"
     if d.is_main:
@@ -67,7 +73,7 @@ def save(engine, run_dir: Path, step: int, client_state: dict[str, Any], d) -> P
     return final
 
 
-def load(engine, path: Path, d) -> dict[str, Any]:
+def load(engine: Engine, path: Path, d: Dist) -> dict[str, Any]:
     client = engine.load(path)
     rng = path / f"rng-rank-{d.rank}.pt"
     if rng.is_file():

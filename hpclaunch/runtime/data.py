@@ -8,8 +8,10 @@ the batches an uninterrupted one would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,6 +20,13 @@ from hpclaunch.errors import AssetError
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from hpclaunch.config.recipe import DatasetSpec, TrainSpec
+    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.runtime.distributed import Dist
+
 
 def _parquet_files(root: Path, name: str | None, split: str) -> list[Path]:
     base = root / name if name and (root / name).is_dir() else root
@@ -25,12 +34,20 @@ def _parquet_files(root: Path, name: str | None, split: str) -> list[Path]:
     return files
 
 
-def read_texts(spec, split: str) -> list[str]:
+def _dataset_spec(spec: JobSpec) -> DatasetSpec:
     ds = spec.recipe.dataset
+    assert ds is not None, f"recipe {spec.recipe.name} has no dataset section"
+    return ds
+
+
+def read_texts(spec: JobSpec, split: str) -> list[str]:
+    ds = _dataset_spec(spec)
     if ds.source == "builtin":
+        assert ds.corpus is not None  # DatasetSpec's validator: source builtin needs a corpus
         return builtin_corpus(ds.corpus)[split]
     import pyarrow.parquet as pq
 
+    assert ds.repo is not None  # DatasetSpec's validator: source hub needs a repo
     root = hub_asset(spec, "dataset", ds.repo, ds.revision)
     files = _parquet_files(root, ds.name, split)
     if not files:
@@ -45,7 +62,7 @@ def read_texts(spec, split: str) -> list[str]:
     return texts
 
 
-def _blocks(tokenizer, texts: list[str], block: int) -> np.ndarray:
+def _blocks(tokenizer: PreTrainedTokenizerBase, texts: list[str], block: int) -> np.ndarray:
     """Tokenize every record, concatenate, cut into blocks (the remainder is dropped)."""
     ids: list[np.ndarray] = []
     for i in range(0, len(texts), 10_000):  # batched: the fast tokenizer encodes in parallel
@@ -56,9 +73,11 @@ def _blocks(tokenizer, texts: list[str], block: int) -> np.ndarray:
     return flat[: n * block].reshape(n, block)
 
 
-def prepare_blocks(spec, tokenizer, tokenizer_src: str, d) -> dict[str, torch.Tensor]:
+def prepare_blocks(
+    spec: JobSpec, tokenizer: PreTrainedTokenizerBase, tokenizer_src: str, d: Dist
+) -> dict[str, torch.Tensor]:
     """{"train": [N, seq_len] int64, "validation": [M, seq_len]} from the cache (built once by rank 0)."""
-    ds, train = spec.recipe.dataset, spec.recipe.train
+    ds, train = _dataset_spec(spec), spec.recipe.train
     splits = {"train": ds.train_split, "validation": ds.eval_split}
     key = fingerprint("blocks", ds.model_dump(mode="json"), tokenizer_src, len(tokenizer), train.seq_len, 1)
 
@@ -102,8 +121,8 @@ class Batches:
     def __post_init__(self) -> None:
         from torch.utils.data.distributed import DistributedSampler
 
-        self.sampler = DistributedSampler(
-            range(len(self.blocks)),
+        self.sampler: DistributedSampler[int] = DistributedSampler(
+            range(len(self.blocks)),  # type: ignore[arg-type]  # typed Dataset; the sampler only takes its len()
             num_replicas=self.world_size,
             rank=self.rank,
             shuffle=self.shuffle,
@@ -139,14 +158,16 @@ class Batches:
         self.index += 1
         return self.blocks[self._order[i : i + self.micro_batch_size]]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[torch.Tensor]:
         """One pass in order (for eval)."""
         order = list(self.sampler)
         for i in range(self.per_epoch):
             yield self.blocks[order[i * self.micro_batch_size : (i + 1) * self.micro_batch_size]]
 
 
-def mask_tokens(input_ids: torch.Tensor, tokenizer, probability: float, generator: torch.Generator):
+def mask_tokens(
+    input_ids: torch.Tensor, tokenizer: PreTrainedTokenizerBase, probability: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking: choose `probability` of the non-special tokens; of those 80% -> [MASK],
     10% -> a random token, 10% unchanged. Labels are -100 everywhere else."""
     labels = input_ids.clone()
@@ -167,7 +188,7 @@ def mask_tokens(input_ids: torch.Tensor, tokenizer, probability: float, generato
     return inputs, labels
 
 
-def train_and_eval_batches(blocks: dict[str, torch.Tensor], t, d) -> tuple[Batches, Batches | None]:
+def train_and_eval_batches(blocks: dict[str, torch.Tensor], t: TrainSpec, d: Dist) -> tuple[Batches, Batches | None]:
     """This rank's training batches and, when the data has a validation split, its eval batches
     (not shuffled, so every evaluation sees the same blocks)."""
     train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)

@@ -117,7 +117,7 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
             _disable_deepspeed_shm_op()
         ds.init_distributed(dist_backend=backend, timeout=timeout)
     elif world > 1 or not dist.is_initialized():
-        kwargs = {"device_id": device} if accelerator != "cpu" else {}
+        kwargs: dict[str, Any] = {"device_id": device} if accelerator != "cpu" else {}
         dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
     if seed is not None:
         seed_everything(seed)

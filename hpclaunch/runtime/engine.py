@@ -14,37 +14,67 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
 from hpclaunch.runtime.schedule import make_optimizer, make_scheduler
 
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import PreTrainedModel
+
+    from hpclaunch.config.recipe import TrainSpec
+    from hpclaunch.runtime.distributed import Dist
+
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+class Engine(Protocol):
+    """What the loop and the checkpoints use of an engine (TorchEngine, DeepSpeedEngine)."""
+
+    accum: int
+    model: torch.nn.Module  # what runs forward: the module, its DDP/compiled wrapper, DeepSpeed's engine
+
+    @property
+    def lr(self) -> float: ...
+
+    def zero_grad(self) -> None: ...
+
+    def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor: ...
+
+    def step(self) -> torch.Tensor: ...
+
+    def forward_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def save(self, path: Path, client_state: dict[str, Any]) -> None: ...
+
+    def load(self, path: Path) -> dict[str, Any]: ...
+
+
 class TorchEngine:
-    def __init__(self, model, train, d, precision: str, grad_accum: int):
+    def __init__(self, model: PreTrainedModel, train: TrainSpec, d: Dist, precision: str, grad_accum: int) -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         self.d, self.train, self.accum = d, train, grad_accum
-        model.to(d.device)
+        as_module: torch.nn.Module = model  # (mypy misreads transformers' @wraps(nn.Module.to) on model.to)
+        as_module.to(d.device)
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.module = model
-        self.model = (
+        self.model: torch.nn.Module = (
             model
             if d.world_size == 1
             else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
         )
         if train.compile:
-            self.model = torch.compile(self.model)
+            self.model = cast(torch.nn.Module, torch.compile(self.model))  # an OptimizedModule
         self.optimizer = make_optimizer(model, train, d.accelerator)
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
         self.scaler = torch.amp.GradScaler(d.accelerator) if precision == "fp16" else None
 
-    def autocast(self):
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.d.accelerator, dtype=self.dtype)
@@ -59,7 +89,12 @@ class TorchEngine:
 
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-step of an optimizer step.
-        sync = contextlib.nullcontext() if last or self.model is self.module else self.model.no_sync()
+        # (self.model is then DDP, or torch.compile's wrapper, which forwards attributes to the module it wraps)
+        sync = (
+            contextlib.nullcontext()
+            if last or self.model is self.module
+            else cast("DistributedDataParallel", self.model).no_sync()
+        )
         with sync:
             with self.autocast():
                 loss = self.model(**inputs).loss / self.accum
@@ -104,7 +139,7 @@ class TorchEngine:
         return state["client"]
 
 
-def _leaf_classes(model, names: tuple[str, ...]) -> list[type]:
+def _leaf_classes(model: torch.nn.Module, names: tuple[str, ...]) -> list[type]:
     found = {type(m).__name__: type(m) for m in model.modules()}
     missing = [n for n in names if n not in found]
     if missing:
@@ -119,7 +154,9 @@ def _leaf_classes(model, names: tuple[str, ...]) -> list[type]:
 
 
 class DeepSpeedEngine:
-    def __init__(self, model, train, d, ds_config: Path, leaf_modules: tuple[str, ...] = ()):
+    def __init__(
+        self, model: PreTrainedModel, train: TrainSpec, d: Dist, ds_config: Path, leaf_modules: tuple[str, ...] = ()
+    ) -> None:
         import deepspeed
 
         self.d, self.train = d, train

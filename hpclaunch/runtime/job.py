@@ -12,9 +12,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.jobspec import JobSpec, load_jobspec
+
+if TYPE_CHECKING:
+    from hpclaunch.config.recipe import TrainSpec
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class Job:
     deepspeed_config: Path | None
 
     @property
-    def train(self):
+    def train(self) -> TrainSpec:
         return self.spec.recipe.train
 
 

@@ -13,13 +13,21 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import torch
 
 from hpclaunch.runtime import checkpoint, progress
-from hpclaunch.runtime.distributed import all_reduce_max, all_reduce_mean
+from hpclaunch.runtime.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.runtime.inject import Injector
+
+if TYPE_CHECKING:
+    from hpclaunch.runtime.data import Batches
+    from hpclaunch.runtime.engine import Engine
+    from hpclaunch.runtime.job import Job
+    from hpclaunch.runtime.metrics import MetricsWriter
 
 Inputs = Callable[[torch.Tensor, int, int], dict[str, torch.Tensor]]
 
@@ -32,7 +40,7 @@ class StopRequest:
         for sig in (signal.SIGUSR1, signal.SIGTERM):
             signal.signal(sig, self._handle)
 
-    def _handle(self, signum: int, _frame) -> None:
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
         print(
             f"hpclaunch: got signal {signal.Signals(signum).name}: saving a checkpoint at the next log step",
             flush=True,
@@ -40,7 +48,7 @@ class StopRequest:
         self.requested = True
 
 
-def evaluate(engine, blocks, make_inputs: Inputs, steps: int, d) -> float:
+def evaluate(engine: Engine, blocks: Iterable[torch.Tensor], make_inputs: Inputs, steps: int, d: Dist) -> float:
     """Mean loss over `steps` eval batches per rank (all of them when steps is 0), averaged over ranks."""
     engine.model.eval()
     total, n = torch.zeros((), device=d.device), 0
@@ -56,13 +64,13 @@ def evaluate(engine, blocks, make_inputs: Inputs, steps: int, d) -> float:
 
 def train(
     *,
-    job,
-    d,
-    engine,
-    batches,
-    eval_batches,
+    job: Job,
+    d: Dist,
+    engine: Engine,
+    batches: Batches,
+    eval_batches: Batches | None,
     make_inputs: Inputs,
-    writer,
+    writer: MetricsWriter,
     flops_per_token: float,
     log: Callable[[str], None] = print,
 ) -> None:

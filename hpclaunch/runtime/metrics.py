@@ -13,17 +13,21 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hpclaunch.runfiles import RunFiles
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
-def flops_per_token(model, seq_len: int) -> float:
+
+def flops_per_token(model: PreTrainedModel, seq_len: int) -> float:
     """Training FLOPs per token: 6 N + 12 L H T (PaLM appendix B; N = non-embedding parameters)."""
     cfg = model.config
-    layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", 0)
-    hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", 0)
-    emb = model.get_input_embeddings().weight.numel()
+    layers = getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "n_layer", 0)
+    hidden = getattr(cfg, "hidden_size", 0) or getattr(cfg, "n_embd", 0)
+    emb = cast("torch.Tensor", model.get_input_embeddings().weight).numel()  # typed Tensor | Module by torch
     n = sum(p.numel() for p in model.parameters()) - emb
     if getattr(cfg, "num_local_experts", None):  # MoE: only the routed experts run per token
         share = cfg.num_experts_per_tok / cfg.num_local_experts
@@ -33,7 +37,7 @@ def flops_per_token(model, seq_len: int) -> float:
 
 
 class MetricsWriter:
-    def __init__(self, run_dir: Path, rank: int):
+    def __init__(self, run_dir: Path, rank: int) -> None:
         self.path = RunFiles(run_dir).metrics_file(rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch.optim.lr_scheduler import LambdaLR
+
+    from hpclaunch.config.recipe import TrainSpec
 
 
 def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, max_steps: int) -> float:
@@ -15,7 +22,7 @@ def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, max_steps: int) -
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def make_scheduler(optimizer, train):
+def make_scheduler(optimizer: torch.optim.Optimizer, train: TrainSpec) -> LambdaLR:
     """A LambdaLR (its state goes into checkpoints) following lr_at."""
     from torch.optim.lr_scheduler import LambdaLR
 
@@ -30,7 +37,7 @@ def make_scheduler(optimizer, train):
     return LambdaLR(optimizer, factor)
 
 
-def make_optimizer(model, train, device_type: str):
+def make_optimizer(model: torch.nn.Module, train: TrainSpec, device_type: str) -> torch.optim.Optimizer:
     """AdamW, weight decay on matrices only, fused where the device has a fused kernel."""
     import torch
 
@@ -39,8 +46,8 @@ def make_optimizer(model, train, device_type: str):
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": train.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    kwargs = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
-    hyper = {"lr": train.lr, "betas": tuple(train.adam_betas), "eps": train.adam_eps}
+    kwargs: dict[str, Any] = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
+    hyper: dict[str, Any] = {"lr": train.lr, "betas": tuple(train.adam_betas), "eps": train.adam_eps}
     try:
         return torch.optim.AdamW(groups, **hyper, **kwargs)
     except (RuntimeError, TypeError):  # no fused kernel for this device

@@ -42,6 +42,18 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, sign
 _SLOW_PHASES = frozenset({"init", "eval", "checkpoint"})
 
 
+Record = dict[str, object]
+
+
+def _num(rec: Record, key: str) -> float:
+    value = rec.get(key)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _step(rec: Record) -> int:
+    return int(_num(rec, "step"))
+
+
 @dataclass
 class Watch:
     """The hang decision, fed with the ranks' progress records (testable without processes)."""
@@ -54,46 +66,46 @@ class Watch:
     _steps: dict[int, tuple[int, float]] = field(default_factory=dict)  # rank -> (step, when first seen)
     _slowest: float = 0.0  # the longest interval between two steps of one rank, after warm-up
 
-    def observe(self, records: dict[int, dict[str, object]]) -> None:
+    def observe(self, records: dict[int, Record]) -> None:
         for rank, rec in records.items():
-            step, when = int(rec.get("step", 0) or 0), float(rec.get("t", 0) or 0)  # type: ignore[arg-type]
+            step, when = _step(rec), _num(rec, "t")
             last = self._steps.get(rank)
             if last is None or step > last[0]:
                 if last is not None and step > WARMUP_STEPS and last[0] >= 1:
                     self._slowest = max(self._slowest, (when - last[1]) / (step - last[0]))
                 self._steps[rank] = (step, when)
 
-    def limit(self, records: dict[int, dict[str, object]]) -> float:
+    def limit(self, records: dict[int, Record]) -> float:
         """The timeout in effect now."""
-        if not records or max(int(r.get("step", 0) or 0) for r in records.values()) < 1:  # type: ignore[arg-type]
+        if not records or max(_step(r) for r in records.values()) < 1:
             return self.init_timeout
         if self.adaptive and self._slowest > 0 and not any(r.get("phase") in _SLOW_PHASES for r in records.values()):
             return min(self.timeout, max(self.min_timeout, FACTOR * self._slowest))
         return self.timeout
 
-    def stalled_for(self, records: dict[int, dict[str, object]], now: float) -> float:
+    def stalled_for(self, records: dict[int, Record], now: float) -> float:
         """Seconds since any rank last changed its step or phase (since the start before any record)."""
-        live = [float(r.get("t", 0) or 0) for r in records.values() if r.get("phase") != "done"]  # type: ignore[arg-type]
+        live = [_num(r, "t") for r in records.values() if r.get("phase") != "done"]
         if records and not live:
             return 0.0  # every rank is done: shutting down is not a hang
         return now - max([self.started, *live])
 
-    def hung(self, records: dict[int, dict[str, object]], now: float) -> bool:
+    def hung(self, records: dict[int, Record], now: float) -> bool:
         self.observe(records)
         return self.stalled_for(records, now) > self.limit(records)
 
 
-def verdict(records: dict[int, dict[str, object]]) -> dict[str, object]:
+def verdict(records: dict[int, Record]) -> dict[str, object]:
     """Which rank(s) stopped first and which waited: the ranks at the lowest step that are not in a
     phase where ranks wait for their peers; failing that, the rank that changed least recently."""
     if not records:
         return {"hung": [], "waited": [], "ranks": {}, "summary": "no rank reported any progress"}
-    low = min(int(r.get("step", 0) or 0) for r in records.values())  # type: ignore[arg-type]
-    behind = sorted(k for k, r in records.items() if int(r.get("step", 0) or 0) == low)  # type: ignore[arg-type]
+    low = min(_step(r) for r in records.values())
+    behind = sorted(k for k, r in records.items() if _step(r) == low)
     hung = [k for k in behind if records[k].get("phase") not in WAITING_PHASES]
     if not hung:
-        oldest = min(float(r.get("t", 0) or 0) for r in records.values())  # type: ignore[arg-type]
-        hung = sorted(k for k, r in records.items() if float(r.get("t", 0) or 0) == oldest)  # type: ignore[arg-type]
+        oldest = min(_num(r, "t") for r in records.values())
+        hung = sorted(k for k, r in records.items() if _num(r, "t") == oldest)
     waited = sorted(k for k in records if k not in hung)
     first = records[hung[0]]
     text = (f"rank{'s' if len(hung) > 1 else ''} {', '.join(map(str, hung))} hung after step "

@@ -344,10 +344,12 @@ def _rows(text: str, fields: Sequence[str] | None) -> Iterable[dict[str, str]]:
             yield dict(zip(fields, parts, strict=True))
 
 
-def _row_job(row: Mapping[str, str], shown: str, raw: str, *parents: str | None) -> SlurmJob:
+def _row_job(row: Mapping[str, str], shown: str, raw: str,
+             *parents: str | None) -> SlurmJob:
     """A squeue or sacct text row (fields named as sacct names them) as a SlurmJob; parents: array job, array
     task, het job, het offset."""
     state = row.get("State", "").strip()
+    array_job, array_task, het_job, het_offset = (*parents, None, None, None, None)[:4]
     return SlurmJob(
         shown,
         raw,
@@ -358,7 +360,10 @@ def _row_job(row: Mapping[str, str], shown: str, raw: str, *parents: str | None)
         _none(row.get("NodeList")),
         duration(row.get("Elapsed")),
         duration(row.get("Timelimit")),
-        *parents,
+        array_job,
+        array_task,
+        het_job,
+        het_offset,
     )
 
 

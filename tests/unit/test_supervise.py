@@ -103,8 +103,8 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def test_supervisor_ends_a_hung_job_with_the_verdict_and_leaves_no_process(tmp_path: Path):
     script = tmp_path / "ranks.sh"
-    script.write_text(f"RANK=0 {sys.executable} -c '{_HANGING_RANK}' &\nRANK=1 {sys.executable} -c '{_HANGING_RANK}' &\n"
-                      "wait\n")
+    rank = f"{sys.executable} -c '{_HANGING_RANK}'"
+    script.write_text(f"RANK=0 {rank} &\nRANK=1 {rank} &\nwait\n")
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.supervise", "--timeout=2", "--init-timeout=30",
                            "--poll=0.5", "--grace=2", "--", "bash", str(script)],
