@@ -62,11 +62,11 @@ class TorchEngine:
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.module = model
-        self.model: torch.nn.Module = (
-            model
-            if d.world_size == 1
-            else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
+        # DDP when there are peers; its no_sync() skips the all-reduce on the micro-steps before the last
+        self.ddp: DistributedDataParallel | None = (
+            None if d.world_size == 1 else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
         )
+        self.model: torch.nn.Module = model if self.ddp is None else self.ddp
         if train.compile:
             self.model = cast(torch.nn.Module, torch.compile(self.model))  # an OptimizedModule
         self.optimizer = make_optimizer(model, train, d.accelerator)
@@ -88,13 +88,9 @@ class TorchEngine:
         self.optimizer.zero_grad(set_to_none=False)
 
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
-        # Gradients are all-reduced only on the last micro-step of an optimizer step.
-        # (self.model is then DDP, or torch.compile's wrapper, which forwards attributes to the module it wraps)
-        sync = (
-            contextlib.nullcontext()
-            if last or self.model is self.module
-            else cast("DistributedDataParallel", self.model).no_sync()
-        )
+        # Gradients are all-reduced only on the last micro-step of an optimizer step (a single rank has no
+        # all-reduce; with torch.compile, self.model wraps the DDP module whose no_sync is used here).
+        sync = contextlib.nullcontext() if last or self.ddp is None else self.ddp.no_sync()
         with sync:
             with self.autocast():
                 loss = self.model(**inputs).loss / self.accum

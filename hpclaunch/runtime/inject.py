@@ -26,7 +26,7 @@ PATTERN = re.compile(r"^(hang|crash|kill|slow):(\d{1,6}):(\d{1,9})$")
 SLOW_FACTOR = 5.0
 
 
-class InjectedCrash(RuntimeError):
+class InjectedCrashError(RuntimeError):
     """The exception `crash` raises."""
 
 
@@ -76,6 +76,6 @@ class Injector:
             while True:
                 time.sleep(3600)
         if f.kind == "crash":
-            raise InjectedCrash(f"hpclaunch fault injection: crash on rank {self.rank} after step {step}")
+            raise InjectedCrashError(f"hpclaunch fault injection: crash on rank {self.rank} after step {step}")
         if f.kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)

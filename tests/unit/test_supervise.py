@@ -152,7 +152,7 @@ def test_injection_fires_on_its_rank_after_its_step_in_the_first_run_only(monkey
     mine = inject.Injector.from_env(rank=1)
     other.after_step(3, 0.0)
     mine.after_step(2, 0.0)
-    with pytest.raises(inject.InjectedCrash, match="rank 1 after step 3"):
+    with pytest.raises(inject.InjectedCrashError, match="rank 1 after step 3"):
         mine.after_step(3, 0.0)
     monkeypatch.setenv("HPCLAUNCH_RETRY", "1")
     inject.Injector.from_env(rank=1).after_step(3, 0.0)  # a retry runs clean

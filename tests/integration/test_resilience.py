@@ -1,0 +1,123 @@
+"""Failure handling on the real dev Slurm cluster, driven by hpclaunch's own fault injection
+(HPCLAUNCH_INJECT=KIND:RANK:STEP in the submitting environment): a hung rank ends the whole job through
+the node supervisor's watchdog and is named by --diagnose; a crashed or killed rank ends the job fast; a
+job requeued again and again without a new checkpoint stops; --retries resubmits after a node-level
+failure without the blamed node and resumes from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+
+pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+TINY = ("recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "2n1g",
+        "--set", "train.log_every=1", "--set", "train.eval_every=0")
+
+
+def _record(run_dir: Path, rank: int, restart: int = 0) -> dict:
+    path = run_dir / "progress" / f"rank-{rank}.restart-{restart}.json"
+    return json.loads(path.read_bytes().rstrip(b" ")) if path.is_file() else {}
+
+
+def _ended_at(job: str) -> float:
+    """When Slurm says the job ended (sacct End), as epoch seconds."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=End"], capture_output=True, text=True)
+    end = out.stdout.strip().splitlines()[0]
+    return time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
+
+
+def _diagnose(env: dict[str, str], job: str) -> dict:  # noqa: F811
+    return json.loads(hpclaunch(env, "logs", job, "--diagnose", "--json", check=False).stdout)
+
+
+def _submit_injected(env: dict[str, str], inject: str, *extra: str) -> tuple[str, Path]:  # noqa: F811
+    sub = submit({**env, "HPCLAUNCH_INJECT": inject}, *TINY, *extra)
+    return sub["job_id"], Path(sub["run_dir"])
+
+
+def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env):  # noqa: F811
+    job, run_dir = _submit_injected(env, "hang:1:5", "--set", "train.max_steps=400", "--set", "watchdog.timeout=60")
+    seen = wait_state(env, job, ENDED, timeout=600)
+    assert seen[-1] == "FAILED", seen
+    hung = _record(run_dir, 1)
+    assert (hung["step"], hung["phase"]) == (5, "data"), hung
+    assert _ended_at(job) - hung["t"] < 180, "the job outlived the hang by more than 3 minutes"
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    assert "watchdog: no rank progressed" in out and "launch exited with code 124" in out, out[-3000:]
+    d = _diagnose(env, job)
+    assert d["cause"] == "hung" and d["rank"] == 1 and d["waiting_ranks"] == [0], d
+    assert d["title"].startswith("rank 1 hung after step 5 (phase: data); rank 0 waited in a collective"), d
+    assert d["node"] == "node2"
+    left = subprocess.run(["pgrep", "-f", f"{run_dir}/recipe/train.py"], capture_output=True, text=True)
+    assert not left.stdout.strip(), f"ranks still running after the job ended: {left.stdout}"
+
+
+@pytest.mark.parametrize("kind", ["crash", "kill"])
+def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(env, kind):  # noqa: F811
+    job, run_dir = _submit_injected(env, f"{kind}:1:3", "--set", "train.max_steps=400")
+    seen = wait_state(env, job, ENDED, timeout=600)
+    assert seen[-1] == "FAILED", seen
+    failed_at = _record(run_dir, 1)["t"]
+    assert _ended_at(job) - failed_at < 90
+    d = _diagnose(env, job)
+    assert d["rank"] == 1, d
+    if kind == "crash":
+        assert "InjectedCrashError" in (d["error"] or ""), d
+    else:
+        assert d["cause"] == "host_oom", d  # SIGKILL, as the OOM killer sends it
+        exit_record = json.loads((run_dir / "progress" / "rank-1.restart-0.exit").read_text())
+        assert exit_record == {"rank": 1, "code": -9, "host": "node2"}
+
+
+def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env):  # noqa: F811
+    sub = submit(env, "allreduce", "--profile", "dev-slurm", "--preset", "slow", "--layout", "1n1g")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    out = run_dir / "logs" / f"job.{job}.out"
+    for restart in range(3):
+        deadline = time.time() + 240
+        while time.time() < deadline and f"restart {restart} on" not in (out.read_text() if out.exists() else ""):
+            time.sleep(1)
+        assert f"restart {restart} on" in out.read_text(), out.read_text()[-2000:]
+        subprocess.run(["scontrol", "requeue", job], check=True)
+    seen = wait_state(env, job, ENDED, timeout=300)
+    assert seen[-1] == "FAILED", seen
+    reason = (run_dir / "stop_reason").read_text()
+    assert "requeued 3 times in a row without a new checkpoint" in reason
+    status = hpclaunch(env, "status", job).stdout
+    assert "stopped by hpclaunch: requeued 3 times in a row without a new checkpoint" in status, status
+    assert "restart 3 on" not in out.read_text().split("not running again")[0][-400:]
+
+
+def test_retries_resubmit_without_the_blamed_node_and_resume_from_the_checkpoint(env):  # noqa: F811
+    job, run_dir = _submit_injected(env, "kill:1:8", "--set", "train.max_steps=14", "--set", "train.save_every=5",
+                                    "--retries", "1")
+    seen = wait_state(env, job, ENDED, timeout=600)
+    assert seen[-1] == "FAILED", seen
+    deadline = time.time() + 60
+    while time.time() < deadline and not (run_dir / "retries.jsonl").is_file():
+        time.sleep(1)
+    chain = [json.loads(line) for line in (run_dir / "retries.jsonl").read_text().splitlines()]
+    assert len(chain) == 1 and chain[0]["from"] == job and chain[0]["exclude"] == "node2", chain
+    assert "SIGKILL" in chain[0]["reason"]
+    retry = chain[0]["to"]
+    seen = wait_state(env, retry, ENDED, timeout=600)
+    assert seen[-1] == "COMPLETED", (seen, (run_dir / "logs" / f"job.{retry}.out").read_text()[-3000:])
+    nodes = subprocess.run(["sacct", "-X", "-n", "-P", "-j", retry, "--format=NodeList"], capture_output=True,
+                           text=True).stdout.strip()
+    assert "node2" not in subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True,
+                                         text=True).stdout.split()
+    resumed = (run_dir / "logs" / "rank-0.restart-1.log").read_text()
+    assert "resumed from" in resumed and "step-00000005" in resumed, resumed[-2000:]
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics" / "rank-0.jsonl").read_text().splitlines()
+             if '"loss"' in line and "eval_loss" not in line]
+    assert steps[-1] == 14
+    status = hpclaunch(env, "status", job).stdout
+    assert f"retry 1: {job} -> {retry} (COMPLETED)" in status and "excluded node2" in status, status
+    assert "node2" in json.loads((Path(env["HPCLAUNCH_HOME"]) / "suspect-nodes.json").read_text())
