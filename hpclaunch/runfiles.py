@@ -74,6 +74,10 @@ def msrun_node_name(node: int | str, restart: int | str) -> str:
     return f"node{node}.restart-{restart}"
 
 
+def watchdog_verdict_name(restart: int | str) -> str:
+    return f"watchdog.restart-{restart}.json"
+
+
 def msrun_exit_name(rank: int | str) -> str:
     return f"worker_{rank}.exit"
 
@@ -173,7 +177,7 @@ class RunFiles:
         return [p for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name)) and int(m.group(2)) == restart]
 
     def watchdog_verdict(self, restart: int) -> Path:
-        return self.logs / f"watchdog.restart-{restart}.json"
+        return self.logs / watchdog_verdict_name(restart)
 
     def rank_exit(self, rank: int, restart: int) -> Path:
         return self.progress / f"rank-{rank}.restart-{restart}.exit"

@@ -19,11 +19,12 @@ from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.launchers import get_launcher
 from hpclaunch.paths import search_dirs
 from hpclaunch.schedulers import get_scheduler
-from hpclaunch.shell import oneline, quote, shell_path
+from hpclaunch.shell import ShellExpr, oneline, quote, shell_path
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
 
+HUNG_EXIT_CODE = 124  # hpclaunch.runtime.supervise.HUNG_EXIT_CODE (not imported: render stays light)
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -90,6 +91,10 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
                 **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env, **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
+        # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/supervise.py writes it)
+        "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(
+            f"${{{runfiles.ENV_RESTART}}}")),
+        "hung_exit_code": HUNG_EXIT_CODE,
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }

@@ -201,3 +201,9 @@ def test_suspect_nodes_expire(hpc_home):
     assert suspects.load(now=time.time() + 2 * 3600) == {}
     (hpc_home / "suspect-nodes.json").write_text("{not json")
     assert suspects.excluded() == []
+
+
+def test_render_and_runtime_agree_on_the_hung_exit_code_and_injection_variable():
+    from hpclaunch.render import render as r
+
+    assert r.HUNG_EXIT_CODE == HUNG_EXIT_CODE and r.INJECT_ENV == inject.ENV
