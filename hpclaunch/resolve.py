@@ -24,9 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from hpclaunch.config import yamlfile
 from hpclaunch.config.layout import Layout, parse_layout
 from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
 from hpclaunch.config.parallel import data_parallel_degree
@@ -69,6 +66,10 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not _KEY.match(key):
         raise ConfigError(f"--set {item!r}: {key!r} is not a dotted key such as train.lr")
+    import yaml  # only when --set is given: a plain dry-run does not load PyYAML
+
+    from hpclaunch.config import yamlfile
+
     try:
         value = yamlfile.load(raw) if raw.strip() else ""
     except yaml.YAMLError:

@@ -6,9 +6,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.yamlfile import read_yaml
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.paths import search_dirs
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A profile's or recipe's YAML, from the content-addressed cache when this exact file was read
+    before (no PyYAML import then); else parsed by hpclaunch.config.yamlfile (and cached)."""
+    from hpclaunch import cache
+
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raw = None
+    name = cache.key("yaml", cache.code_stamp("config/yamlfile.py"), raw) if raw is not None else None
+    if name is not None:
+        hit = cache.get("yaml", name)
+        if isinstance(hit, dict):
+            return hit
+    from hpclaunch.config import yamlfile
+
+    data = yamlfile.read_yaml(path)
+    if name is not None and cache.exact_json(data):
+        cache.put("yaml", name, data)
+    return data
 
 if TYPE_CHECKING:
     from hpclaunch.config.profile import Profile

@@ -2,18 +2,23 @@
 
 Pure: the same JobSpec and run directory always give the same bytes. Templates are found in the
 profile's own template folder first, then in user folders, then in the bundled templates/.
+
+Because it is pure, its result is cached (hpclaunch/cache.py), keyed by everything it reads: the job
+spec, the template files on the search path, and hpclaunch's own code. The run directory is the one input
+that differs on every submit: the cached files hold a placeholder where its path goes, put back on the way
+out (only for a path that needs no shell quoting, where that substitution is exact). A dry-run with a warm
+cache then imports no Jinja2.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
-from hpclaunch import __version__, runfiles
+from hpclaunch import __version__, cache, runfiles
 from hpclaunch.collectives import collective_env
 from hpclaunch.errors import ConfigError, NotFoundError
 from hpclaunch.launchers import get_launcher
@@ -22,11 +27,15 @@ from hpclaunch.schedulers import get_scheduler
 from hpclaunch.shell import ShellExpr, oneline, quote, shell_path
 
 if TYPE_CHECKING:
+    import jinja2
+
     from hpclaunch.jobspec import JobSpec
 
 HUNG_EXIT_CODE = 124  # hpclaunch.runtime.supervise.HUNG_EXIT_CODE (not imported: render stays light)
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
+_PLACEHOLDER = "/hpclaunch-run-dir-placeholder-5b1e9d"
 
 
 @dataclass(frozen=True)
@@ -43,23 +52,30 @@ _BYTECODE_CACHE: list[jinja2.BytecodeCache | None] = []
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs (keyed by template file and source checksum), so a CLI
     call does not compile every template again; none when no private cache folder can be made."""
+    import jinja2
+
     if not _BYTECODE_CACHE:
-        cache: jinja2.BytecodeCache | None
+        compiled: jinja2.BytecodeCache | None
         try:
-            cache = jinja2.FileSystemBytecodeCache(pattern=f"hpclaunch-{__version__}-%s.cache")
+            compiled = jinja2.FileSystemBytecodeCache(pattern=f"hpclaunch-{__version__}-%s.cache")
         except (OSError, RuntimeError):
-            cache = None
-        _BYTECODE_CACHE.append(cache)
+            compiled = None
+        _BYTECODE_CACHE.append(compiled)
     return _BYTECODE_CACHE[0]
 
 
-def _environment(spec: JobSpec) -> jinja2.Environment:
+def _template_dirs(spec: JobSpec) -> list[Path]:
     dirs: list[Path] = []
     if spec.profile.templates:
         dirs.append(Path(spec.profile.templates))
-    dirs += search_dirs("templates")
+    return dirs + search_dirs("templates")
+
+
+def _environment(spec: JobSpec) -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        loader=jinja2.FileSystemLoader([str(d) for d in _template_dirs(spec)]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -74,8 +90,40 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
 
 
 def render(spec: JobSpec, run_dir: Path) -> Rendered:
+    """The job script and the other files of the run directory (from the cache when it holds them)."""
+    where = str(run_dir)
+    if not (cache.enabled() and _SHELL_SAFE.match(where)):
+        return _render(spec, run_dir)
+    name = _cache_key(spec, where)
+    hit = cache.get("render", name)
+    if isinstance(hit, dict) and all(isinstance(v, str) for v in hit.values()) and runfiles.SCRIPT in hit:
+        files = {k: v.replace(_PLACEHOLDER, where) for k, v in hit.items()}
+        return Rendered(script=files[runfiles.SCRIPT], files=files)
+    done = _render(spec, run_dir)
+    cache.put("render", name, {k: v.replace(where, _PLACEHOLDER) for k, v in done.files.items()})
+    return done
+
+
+def _cache_key(spec: JobSpec, run_dir: str) -> str:
+    """Everything a render reads: the spec (its run-dir paths as the placeholder), every template file on
+    the search path, and hpclaunch's code (a changed file, an upgrade: another key)."""
+    dumped = json.dumps(spec.model_dump(mode="json"), sort_keys=True).replace(run_dir, _PLACEHOLDER)
+    templates = []
+    for folder in _template_dirs(spec):
+        for f in sorted(folder.rglob("*.j2")) if folder.is_dir() else []:
+            try:
+                templates.append(f"{f.relative_to(folder)}\0".encode() + f.read_bytes())
+            except OSError:
+                continue
+        templates.append(f"--{folder}".encode())
+    return cache.key("render", __version__, cache.code_stamp("."), dumped, *templates)
+
+
+def _render(spec: JobSpec, run_dir: Path) -> Rendered:
     """The job script and the other files of the run directory. The common template and the launcher
     see only the neutral job variables; the scheduler's own parts come from its template folder."""
+    import jinja2
+
     launcher = get_launcher(spec.recipe.launcher)
     scheduler = get_scheduler(spec.profile.scheduler)
     env = _environment(spec)

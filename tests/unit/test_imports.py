@@ -25,8 +25,9 @@ def _modules_after(code: str, env: dict[str, str]) -> set[str]:
 
 
 @pytest.fixture
-def env(hpc_home):
-    return dict(os.environ)
+def env(hpc_home, tmp_path):
+    # a private, empty cache: every dry-run here really parses and renders (hpclaunch/cache.py)
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
 
 def test_importing_the_cli_is_light(env):
@@ -105,6 +106,10 @@ def test_status_and_jobs_import_no_config_models_templates_or_yaml(env, hpc_home
 def test_a_valid_dry_run_does_not_import_pydantic(env):
     """A valid config is checked by the light records (hpclaunch/config/light.py); pydantic is imported
     only to word an error."""
-    loaded = _cli_modules(["submit", "gpt2", "--profile", "guangzhou-a800", "--layout", "2n8g", "--dry-run"], env)
+    args = ["submit", "gpt2", "--profile", "guangzhou-a800", "--layout", "2n8g", "--dry-run"]
+    loaded = _cli_modules(args, env)
     assert "jinja2" in loaded and "yaml" in loaded  # it really rendered
     assert "pydantic" not in loaded and "pydantic_core" not in loaded
+    # the same dry-run again: parsed YAML and the rendered files come from the cache (hpclaunch/cache.py)
+    again = _cli_modules(args, env)
+    assert not again & {"jinja2", "yaml", "pydantic", "pydantic_core"}, sorted(again)
