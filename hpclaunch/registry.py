@@ -7,7 +7,7 @@ import fcntl
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hpclaunch.errors import NotFoundError
@@ -56,9 +56,33 @@ def add(record: JobRecord) -> None:
 def get(job_id: str) -> JobRecord:
     path = _record_path(str(job_id))
     if not path.is_file():
+        retry = _retry(str(job_id))
+        if retry is not None:
+            return retry
         raise NotFoundError("job", str(job_id),
                             hint="`hpclaunch jobs` lists the jobs submitted with hpclaunch from this account")
     return JobRecord(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def _retry(job_id: str) -> JobRecord | None:
+    """A job the job script resubmitted after a node-level failure (submit --retries) has no record of its
+    own: it is found in the retry chain (RUN_DIR/retries.jsonl) of the job it replaced, and shares its run
+    directory."""
+    from hpclaunch.runfiles import RunFiles
+
+    for record in all_records():
+        try:
+            chain = RunFiles(Path(record.run_dir)).retries.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in chain.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and str(entry.get("to")) == job_id:
+                return replace(record, job_id=job_id)
+    return None
 
 
 def all_records() -> list[JobRecord]:

@@ -272,7 +272,8 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
         return verdict(BY_NAME[batch_primary.rule], batch_primary, rank)
 
     # 4. Nothing failed on its own: a user or an administrator cancelled the job.
-    cancel_hit = next((h for h in batch_hits if h.rule == "cancelled"), None)
+    # (a step that srun cancelled after a rank failed is not a user's cancel: "STEP 56.0 ... CANCELLED AT")
+    cancel_hit = next((h for h in batch_hits if h.rule == "cancelled" and " STEP " not in h.line), None)
     if state_word == "CANCELLED" or cancel_hit:
         return verdict(BY_NAME["cancelled"], cancel_hit, None)
 
