@@ -93,7 +93,7 @@ def main() -> None:
     (work / "train.py").write_text("print('hello')\n")
     home = work / "home"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    env.update(HPCLAUNCH_HOME=str(home), PYTHONPYCACHEPREFIX=str(work / "pycache"))
+    env.update(HPCLAUNCH_HOME=str(home), PYTHONPYCACHEPREFIX=str(work / "pycache"), XDG_CACHE_HOME=str(work / "cache"))
     hpc_env = {**env, "PYTHONPATH": str(REPO)}
     # one job record for `status JOB` and `jobs` (a local job: no scheduler needed on this machine)
     (home / "registry").mkdir(parents=True)
@@ -114,6 +114,10 @@ def main() -> None:
             commands[f"hpclaunch submit {recipe} --profile {profile} --layout {LAYOUT} --dry-run{tag}"] = (
                 [str(py), "-c", CLI, "submit", str(REPO / "recipes" / recipe), "--profile", profile, "--layout",
                  LAYOUT, "--dry-run"], hpc_env)
+        # the first dry-run of a config (nothing in hpclaunch's cache yet: PyYAML and Jinja2 are imported)
+        commands[f"hpclaunch submit gpt2 --profile {PROFILE} --layout {LAYOUT} --dry-run{tag} (no cache)"] = (
+            [str(py), "-c", CLI, "submit", str(REPO / "recipes" / "gpt2"), "--profile", PROFILE, "--layout",
+             LAYOUT, "--dry-run"], {**hpc_env, "HPCLAUNCH_NO_CACHE": "1"})
         commands[f"hpclaunch status local-1{tag}"] = ([str(py), "-c", CLI, "status", "local-1"], hpc_env)
         commands[f"hpclaunch jobs{tag}"] = ([str(py), "-c", CLI, "jobs"], hpc_env)
         commands[f"python -c pass{tag} (interpreter start)"] = ([str(py), "-c", "pass"], env)
