@@ -167,6 +167,9 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist) -> tu
         embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
         if len(tokenizer) > embeddings.shape[0]:
             model.resize_token_embeddings(len(tokenizer))
+    # Name the loss: transformers finds it from the class name, which GPT2LMHeadModel does not carry, and
+    # then warns "`loss_type=None` ... unrecognized" on every rank of every run.
+    model.config.loss_type = "ForMaskedLM" if spec.recipe.task == "masked-lm" else "ForCausalLM"
     return model, changes
 
 
