@@ -91,6 +91,10 @@ class Watch:
         return now - max([self.started, *live])
 
     def hung(self, records: dict[int, Record], now: float) -> bool:
+        """No rank progressed for the timeout in effect. A job none of whose ranks ever reported (a script
+        that does not use hpclaunch's runtime) is never judged: the watchdog cannot see its progress."""
+        if not records:
+            return False
         self.observe(records)
         return self.stalled_for(records, now) > self.limit(records)
 

@@ -29,6 +29,7 @@ import numpy as np
 import yaml
 
 from hpclaunch.runfiles import ENV_RUN_DIR, RunFiles
+from hpclaunch.runtime import progress  # each rank's step and phase, for the node supervisor's watchdog
 
 
 def parse_args() -> argparse.Namespace:
@@ -188,6 +189,7 @@ def main() -> int:
     ms.set_device(device_target=target)
     init()  # the scheduler process stays in here; only workers continue
     rank, world = get_rank(), get_group_size()
+    progress.enter("init")
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True,
                                  device_num=world)
     ms.set_seed(t["seed"])  # the same initial parameters on every rank
@@ -226,13 +228,17 @@ def main() -> int:
                       f"(exit {args.fail_code})", flush=True)
                 return args.fail_code
             t0 = time.perf_counter()
+            progress.enter("data", step - 1)
             x, y = batch(tokens, rng, bsz, seq)
+            progress.enter("forward")
             loss, grads = grad_fn(ms.Tensor(x), ms.Tensor(y))
             grads = reducer(grads)
             if clip:
                 grads = ms.ops.clip_by_global_norm(grads, clip)
+            progress.enter("optimizer")
             opt(grads)
             loss_v = float(loss.asnumpy())
+            progress.enter("optimizer", step)
             dt = time.perf_counter() - t0
             if step % t["log_every"] == 0 or step == 1 or step == t["max_steps"]:
                 tps = bsz * seq * world / dt
@@ -241,6 +247,8 @@ def main() -> int:
                 out.write(json.dumps({"step": step, "loss": loss_v, "lr": lrs[step - 1], "step_time_s": dt,
                                       "tokens_per_s": tps, "rank": rank, "time": time.time()}) + "\n")
                 out.flush()
+        progress.enter("done", t["max_steps"])
+        progress.current().flush()
         digest = checksum(net)
         print(f"param_checksum: {digest}", flush=True)
         end = {"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}

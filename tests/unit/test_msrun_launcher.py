@@ -101,7 +101,7 @@ def test_node_script_is_valid_bash_and_cleans_up_by_tag(hpc_home):
     node = rendered.files[NODE_SCRIPT]
     proc = subprocess.run(["bash", "-n"], input=node, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "trap 'cleanup; code=$(peer_failure); exit \"${code:-143}\"' TERM" in node
+    assert "trap 'cleanup; kill \"$TAIL_PID\" 2>/dev/null; code=$(peer_failure); exit \"${code:-143}\"' TERM" in node
     assert 'kill -INT "$MSRUN_PID"' in node
     assert "HPCLAUNCH_MSRUN_TAG" in node
 
@@ -157,7 +157,8 @@ _FAKE_MSRUN = """#!/bin/bash
 case "$1" in
   ok) echo "worker output"; exit 0 ;;
   fail) echo "7 7" > "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.exit"
-        echo "[INFO] noise" > "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"
+        echo "[WARNING] DISTRIBUTED(16406,7fdd015c8b80,python):2026-11-23 [tcp_comm.cc:485] noise" \
+          > "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"
         echo "ValueError: bad batch" >> "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"; exit 1 ;;
   killed) echo "worker 0 exit with exception. Error code: -9"; exit 1 ;;
   hang) sleep 300 & sleep 300 ; exit 0 ;;
@@ -190,8 +191,11 @@ def test_node_supervisor_passes_success_and_keeps_msruns_output(tmp_path, hpc_ho
 
 
 def test_node_supervisor_exits_with_the_failed_workers_own_code(tmp_path, hpc_home):
-    code, _, err, log = _node_run(tmp_path, hpc_home, "fail")
+    code, out, err, log = _node_run(tmp_path, hpc_home, "fail")
     assert code == 7
+    # the job's output shows the worker's own lines with its rank, without MindSpore's log noise
+    assert out == "[rank7]: ValueError: bad batch\n"
+    assert "noise" in (log / "worker_7.log").read_text()
     assert f"msrun worker rank 7 on node 1 failed with exit code 7; log: {log}/worker_7.log" in err
     assert "hpclaunch:   ValueError: bad batch" in err and "noise" not in err
 

@@ -60,6 +60,11 @@ def test_watch_adaptive_tightens_to_five_step_times_but_not_below_the_floor_nor_
     assert fixed.limit(live) == 1800
 
 
+def test_a_job_whose_ranks_never_report_is_not_judged():
+    w = Watch(timeout=10, init_timeout=10, started=0.0)
+    assert not w.hung({}, now=10_000.0)
+
+
 def test_all_ranks_done_is_not_a_hang():
     w = Watch(timeout=10, init_timeout=10, started=0.0)
     assert not w.hung({0: _rec(9, "done", 1.0), 1: _rec(9, "done", 1.0)}, now=1000.0)
