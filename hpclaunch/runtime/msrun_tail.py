@@ -59,7 +59,8 @@ def follow(log_dir: Path, pid: int, out: TextIO = sys.stdout, poll: float = 0.2)
         out.flush()
         if not running:
             for path, rest in partial.items():  # a last line without its newline
-                write(f"[rank{_WORKER.match(path.name).group(1)}]: {rest.decode('utf-8', 'replace')}\n")  # type: ignore[union-attr]
+                rank = path.name.removeprefix("worker_").removesuffix(".log")
+                out.write(f"[rank{rank}]: {rest.decode('utf-8', 'replace')}\n")
             out.flush()
             return
         time.sleep(poll)
