@@ -26,6 +26,7 @@ from hpclaunch.runfiles import SweepFiles
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
+    from hpclaunch.registry import JobRecord
     from hpclaunch.resolve import CliOverrides
 
 MAX_ELEMENTS = 1000  # Slurm's default MaxArraySize is 1001 (tasks 0-1000)
@@ -118,7 +119,8 @@ def parse_axes(items: Sequence[str], sets: Sequence[str] = ()) -> list[Axis]:
             raise ConfigError(f"--sweep {key}=... and --set {key}=... both set {key}",
                               hint="drop one of them: the sweep gives each element its own value")
         if any(a.key == key for a in axes):
-            raise ConfigError(f"--sweep {key}=... given twice", hint="list all its values in one --sweep, comma-separated")
+            raise ConfigError(f"--sweep {key}=... given twice",
+                              hint="list all its values in one --sweep, comma-separated")
         axes.append(Axis(key, tuple(values)))
     return axes
 
@@ -213,3 +215,31 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None) -
                             {"id": job_id, "keys": list(done.keys), "max_parallel": max_parallel,
                              "elements": [done.element_id(e.index) for e in done.elements]}))
     return done
+
+
+# --- reading the registry's sweep records (standard library only: jobs/status stay light)
+
+
+def sweep_id(r: JobRecord) -> str | None:
+    """The id of the sweep that `r` is (or is an element of); None for a job that is no sweep's."""
+    return str(r.sweep["id"]) if r.sweep and r.sweep.get("id") else None
+
+
+def is_sweep(r: JobRecord) -> bool:
+    """The record of a sweep itself (its elements each have their own, pointing to it)."""
+    return sweep_id(r) == r.job_id
+
+
+def sweep_elements(r: JobRecord) -> list[JobRecord]:
+    """A sweep's element records in order (those still recorded); [] for a job that is no sweep."""
+    if not is_sweep(r):
+        return []
+    from hpclaunch.registry import get
+
+    out = []
+    for job_id in (r.sweep or {}).get("elements", []):
+        try:
+            out.append(get(job_id))
+        except HpclaunchError:
+            continue
+    return out

@@ -13,11 +13,11 @@ import click
 from hpclaunch import registry
 from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
-from hpclaunch.errors import HpclaunchError
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.schedulers.reasons import explain
+from hpclaunch.sweep import is_sweep, label, sweep_elements, sweep_id
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
@@ -63,44 +63,20 @@ def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
     return out
 
 
-def _sweep_id(r: registry.JobRecord) -> str | None:
-    return str(r.sweep["id"]) if r.sweep and r.sweep.get("id") else None
-
-
-def is_sweep(r: registry.JobRecord) -> bool:
-    """The record of a sweep itself (its elements each have their own, pointing to it)."""
-    return _sweep_id(r) == r.job_id
-
-
-def sweep_elements(r: registry.JobRecord) -> list[registry.JobRecord]:
-    """A sweep's element records in order (those still recorded); [] for a job that is no sweep."""
-    if not is_sweep(r):
-        return []
-    out = []
-    for job_id in (r.sweep or {}).get("elements", []):
-        try:
-            out.append(registry.get(job_id))
-        except HpclaunchError:
-            continue
-    return out
-
-
 def grouped(records: list[registry.JobRecord]) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
     """Each listed job once, in order: a sweep with its elements under it; an element whose sweep is not
     listed stands alone."""
     listed = {r.job_id for r in records if is_sweep(r)}
     members: dict[str, list[registry.JobRecord]] = defaultdict(list)
     for r in records:
-        parent = _sweep_id(r)
+        parent = sweep_id(r)
         if parent and parent != r.job_id and parent in listed:
             members[parent].append(r)
     return [(r, sorted(members.get(r.job_id, []), key=lambda e: int((e.sweep or {}).get("index", 0))))
-            for r in records if not (_sweep_id(r) in listed and not is_sweep(r))]
+            for r in records if not (sweep_id(r) in listed and not is_sweep(r))]
 
 
 def _values(r: registry.JobRecord) -> str:
-    from hpclaunch.sweep import label
-
     return label((r.sweep or {}).get("values") or {})
 
 
@@ -190,8 +166,8 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         metrics = _metrics_line(last_metrics(Path(r.run_dir)))
         if metrics:
             click.echo(f"  last metrics: {metrics}")
-        if _sweep_id(r):
-            click.echo(f"  sweep {_sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
+        if sweep_id(r):
+            click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
         click.echo(f"  run directory: {r.run_dir}")
         if s.source:
             click.echo(f"  (from {s.source})")

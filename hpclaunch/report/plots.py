@@ -65,3 +65,31 @@ def plot_compare(a: Metrics, b: Metrics, diff: dict, path: Path, names: tuple[st
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_overlay(runs: list[tuple[str, Metrics]], out_dir: Path, title: str, prefix: str = "") -> list[Path]:
+    """One PNG per metric that any run has (loss, lr, tokens/s), one line per run, the legend naming each run
+    (a sweep's elements by their values). The plotted numbers ride along in the PNG's text chunk."""
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key, label in PLOTS:
+        series = [(name, *m.series(key)) for name, m in runs]
+        if not any(steps for _, steps, _ in series):
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, steps, values in series:
+            if steps:
+                ax.plot(steps, values, label=name)
+        ax.legend()
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.set_title(f"{title}: {label}")
+        ax.grid(alpha=0.3)
+        path = out_dir / f"{prefix}{key}.png"
+        fig.tight_layout()
+        data = {name: {"step": steps, key: values} for name, steps, values in series}
+        fig.savefig(path, dpi=100, metadata={"Description": json.dumps(data)})
+        plt.close(fig)
+        paths.append(path)
+    return paths
