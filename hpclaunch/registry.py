@@ -9,6 +9,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.errors import NotFoundError
 from hpclaunch.paths import hpclaunch_home
@@ -26,6 +27,9 @@ class JobRecord:
     name: str
     run_dir: str
     submitted_at: str
+    # a sweep (submit --sweep, docs/sweeps.md): on the sweep's record {"id", "keys", "elements", "max_parallel"};
+    # on each element's record (job id ARRAY_TASK) {"id": the sweep's id, "index", "values"}
+    sweep: dict[str, Any] | None = None
 
 
 def registry_dir() -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.paths import hpclaunch_home
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.runfiles import SWEEP_SCRIPT, RunFiles, SweepFiles
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
@@ -25,6 +25,12 @@ def new_run_dir(spec: JobSpec) -> Path:
     """A fresh, unused path: RUN_ROOT/<date>-<time>-<name>-<random>."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return run_root(spec) / f"{stamp}-{spec.name}-{os.urandom(3).hex()}"  # = secrets.token_hex(3)
+
+
+def new_sweep_dir(spec: JobSpec) -> Path:
+    """A fresh, unused path for a sweep folder: RUN_ROOT/<date>-<time>-<name>-sweep-<random>."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return run_root(spec) / f"{stamp}-{spec.name}-sweep-{os.urandom(3).hex()}"
 
 
 def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
@@ -46,6 +52,25 @@ def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> 
         layout.logs.mkdir()
         layout.metrics.mkdir()
         partial.rename(run_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def write_sweep_dir(sweep_dir: Path, files: dict[str, str], elements: list[tuple[Path, dict[str, str], Path]]) -> None:
+    """Create `sweep_dir` holding `files` (the array script, sweep.json), logs/ and each element's run
+    directory (path, files, recipe source) at once: the whole sweep is written beside its final name first."""
+    sweep_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = sweep_dir.with_name(f".{sweep_dir.name}.partial")
+    try:
+        partial.mkdir()
+        for name, content in files.items():
+            (partial / name).write_text(content, encoding="utf-8")
+        (partial / SWEEP_SCRIPT).chmod(0o755)
+        SweepFiles(partial).logs.mkdir()
+        for run_dir, element_files, recipe_source in elements:
+            write_run_dir(partial / run_dir.relative_to(sweep_dir), element_files, recipe_source)
+        partial.rename(sweep_dir)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

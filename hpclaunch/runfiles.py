@@ -21,6 +21,14 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
+A sweep (`submit --sweep`, one job array) has a folder of its own holding one run directory per element:
+
+    SWEEP_DIR/sweep.sbatch                          the array's job script: runs element <task>'s job.sbatch
+    SWEEP_DIR/sweep.json                            the swept keys and each element's values and run directory
+    SWEEP_DIR/element-<I>/                          element I's run directory (all of the above)
+    SWEEP_DIR/logs/job.<ARRAY>_<TASK>.out           the array script's own output before it hands over
+    SWEEP_DIR/<scheduler>/                          the scheduler's state for the whole array (local: job.json)
+
 Standard library only: the job side imports it before anything else is importable, and the MindSpore
 recipe imports it from its own environment.
 """
@@ -45,6 +53,9 @@ CHECKPOINTS = "checkpoints"
 CHECKPOINT_PREFIX = "step-"  # checkpoints/step-<8-digit step>/
 PROGRESS = "progress"
 MSRUN_LOGS = "msrun"
+SWEEP_SCRIPT = "sweep.sbatch"
+SWEEP_INFO = "sweep.json"
+ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
 
 # --- the variables the job script exports for everything that runs inside the job
 ENV_RUN_DIR = "HPCLAUNCH_RUN_DIR"
@@ -224,6 +235,37 @@ class RunFiles:
         if restart is not None:
             found = [f for f in found if f.restart == restart]
         return sorted(found)
+
+
+@dataclass(frozen=True)
+class SweepFiles:
+    """The paths of one sweep folder (`submit --sweep`); each element's run directory is a RunFiles."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def script(self) -> Path:
+        return self.root / SWEEP_SCRIPT
+
+    @property
+    def info(self) -> Path:
+        return self.root / SWEEP_INFO
+
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    def element(self, index: int) -> Path:
+        return self.root / f"{ELEMENT_PREFIX}{index}"
+
+    def scheduler_state(self, scheduler: str) -> Path:
+        return self.root / scheduler
+
+    def job_output(self, job_id: str) -> Path:
+        return self.logs / job_output_name(job_id)
 
 
 def restarts(files: list[LogFile]) -> list[int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.preflight import preflight
 from hpclaunch.render.render import render
@@ -18,6 +18,7 @@ from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, writ
 from hpclaunch.runfiles import RunFiles
 
 if TYPE_CHECKING:
+    from hpclaunch import registry
     from hpclaunch.jobspec import JobSpec
 
 
@@ -60,9 +61,16 @@ def submit(spec: JobSpec) -> Submission:
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
-    registry.add(registry.JobRecord(
-        job_id=job_id, scheduler=scheduler.name, profile=spec.profile.name, recipe=spec.recipe.name,
-        preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
-        run_dir=str(prepared.run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    ))
+    registry.add(job_record(spec, job_id, scheduler.name, prepared.run_dir))
     return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)
+
+
+def job_record(spec: JobSpec, job_id: str, scheduler: str, run_dir: Path,
+               sweep: dict[str, Any] | None = None) -> registry.JobRecord:
+    from hpclaunch import registry
+
+    return registry.JobRecord(
+        job_id=job_id, scheduler=scheduler, profile=spec.profile.name, recipe=spec.recipe.name,
+        preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
+        run_dir=str(run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sweep=sweep,
+    )

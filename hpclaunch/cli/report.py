@@ -1,13 +1,19 @@
-"""hpclaunch report JOB (plots + summary) and hpclaunch compare JOB_A JOB_B (per-step loss difference)."""
+"""hpclaunch report JOB (plots + summary) and hpclaunch compare JOB_A JOB_B (per-step loss difference).
+Given a sweep's id, both overlay the sweep's elements: one line per element, the legend naming its values."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch import registry
 from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.sweep import is_sweep, label, sweep_elements
+
+if TYPE_CHECKING:
+    from hpclaunch.report.metrics import Metrics
 
 
 def _fmt(v: object) -> str:
@@ -25,6 +31,9 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     from hpclaunch.report.plots import plot_run
 
     record = registry.get(job)
+    if is_sweep(record):
+        _report_sweep(record, out, as_json)
+        return
     m = load_run(Path(record.run_dir), job)
     out = out or Path(record.run_dir) / "report"
     paths = plot_run(m, out, f"job {job} ({record.recipe})")
@@ -39,20 +48,73 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
         click.echo(f"wrote {p}")
 
 
+def _elements(record: registry.JobRecord) -> list[tuple[str, str, Metrics]]:
+    """(job id, values, metrics) of each element of the sweep that has written metrics."""
+    from hpclaunch.errors import NotFoundError
+    from hpclaunch.report.metrics import load_run
+
+    runs = []
+    for e in sweep_elements(record):
+        try:
+            runs.append((e.job_id, label((e.sweep or {}).get("values") or {}), load_run(Path(e.run_dir), e.job_id)))
+        except NotFoundError:
+            click.echo(f"hpclaunch: warning: element {e.job_id} has written no metrics yet; left out", err=True)
+    if not runs:
+        raise NotFoundError("metrics of sweep", record.job_id,
+                            hint=f"no element has written metrics yet (`hpclaunch status {record.job_id}`)")
+    return runs
+
+
+def _report_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -> None:
+    from hpclaunch.report.metrics import summary
+    from hpclaunch.report.plots import plot_overlay
+
+    runs = _elements(record)
+    out = out or Path(record.run_dir) / "report"
+    paths = plot_overlay([(values, m) for _, values, m in runs], out, f"sweep {record.job_id} ({record.recipe})")
+    infos = [{"job_id": job_id, "values": values, **summary(m)} for job_id, values, m in runs]
+    lines = [f"{i['job_id']}  {i['values']}: " + ", ".join(f"{k} {_fmt(i[k])}" for k in _SWEEP_KEYS if k in i)
+             for i in infos]
+    (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if as_json:
+        echo_json({"sweep": record.job_id, "elements": infos, "plots": [str(p) for p in paths],
+                   "summary_file": str(out / "summary.txt")})
+        return
+    click.echo("\n".join(lines))
+    for p in [*paths, out / "summary.txt"]:
+        click.echo(f"wrote {p}")
+
+
+_SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mean_tokens_per_s")
+
+
 @click.command("compare")
 @click.argument("job_a")
-@click.argument("job_b")
+@click.argument("job_b", required=False)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="the plot's path (default RUN_DIR_A/report/compare-JOB_B.png)")
+              help="the plot's path (default RUN_DIR_A/report/compare-JOB_B.png; for a sweep SWEEP_DIR/report/)")
 @click.option("--tolerance", type=float, default=None, help="exit 1 when the max abs difference is above it")
 @json_option
-def compare_cmd(job_a: str, job_b: str, out: Path | None, tolerance: float | None, as_json: bool) -> None:
-    """Per-step loss difference of two runs (B - A), its max abs value and a plot."""
+def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: float | None, as_json: bool) -> None:
+    """Per-step loss difference of two runs (B - A), its max abs value and a plot. Given one sweep's id
+    (JOB_A alone): every element's loss on one plot, and each element's difference to element 0."""
     from hpclaunch.errors import JobFailed
     from hpclaunch.report.metrics import load_run, loss_diff
     from hpclaunch.report.plots import plot_compare
 
-    ra, rb = registry.get(job_a), registry.get(job_b)
+    ra = registry.get(job_a)
+    if job_b is None:
+        if not is_sweep(ra):
+            raise click.UsageError(f"compare needs two jobs (JOB_A JOB_B), or one sweep's id; {job_a} is no sweep")
+        worst = _compare_sweep(ra, out, as_json)
+        if tolerance is not None and (worst is None or worst > tolerance):
+            raise JobFailed(f"the elements' losses differ by {_fmt(worst)} > tolerance {tolerance:g}")
+        return
+    rb = registry.get(job_b)
+    for r in (ra, rb):
+        if is_sweep(r):
+            raise click.UsageError(f"{r.job_id} is a sweep: `hpclaunch compare {r.job_id}` compares its elements; "
+                                   f"compare two of them by their ids (e.g. {r.job_id}_0 {r.job_id}_1)")
     a, b = load_run(Path(ra.run_dir), job_a), load_run(Path(rb.run_dir), job_b)
     diff = loss_diff(a, b)
     path = out or Path(ra.run_dir) / "report" / f"compare-{job_b}.png"
@@ -69,6 +131,36 @@ def compare_cmd(job_a: str, job_b: str, out: Path | None, tolerance: float | Non
         click.echo(f"wrote {path}")
     if tolerance is not None and (diff["max_abs_diff"] is None or diff["max_abs_diff"] > tolerance):
         raise JobFailed(f"losses differ by {_fmt(diff['max_abs_diff'])} > tolerance {tolerance:g}")
+
+
+def _compare_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -> float | None:
+    """Each element's per-step loss difference to the first element with metrics; the largest of them."""
+    from hpclaunch.report.metrics import loss_diff
+    from hpclaunch.report.plots import plot_overlay
+
+    runs = _elements(record)
+    base_id, _, base = runs[0]
+    out = out or Path(record.run_dir) / "report"
+    paths = plot_overlay([(values, m) for _, values, m in runs], out, f"sweep {record.job_id}", prefix="compare-")
+    rows = []
+    for job_id, values, m in runs:
+        diff = loss_diff(base, m)
+        _, losses = m.series("loss")
+        rows.append({"job_id": job_id, "values": values, "last_loss": losses[-1] if losses else None,
+                     "min_loss": min(losses) if losses else None,
+                     **{k: v for k, v in diff.items() if k not in ("steps", "diff")}})
+    worst = max((r["max_abs_diff"] for r in rows if r["max_abs_diff"] is not None), default=None)
+    if as_json:
+        echo_json({"sweep": record.job_id, "base": base_id, "elements": rows, "max_abs_diff": worst,
+                   "plots": [str(p) for p in paths]})
+        return worst
+    click.echo(f"sweep {record.job_id}: loss of each element, and its difference to {base_id}")
+    for r in rows:
+        click.echo(f"  {r['job_id']}  {r['values']}: last loss {_fmt(r['last_loss'])}, min loss {_fmt(r['min_loss'])}, "
+                   f"max abs diff {_fmt(r['max_abs_diff'])} over {r['common_steps']} steps")
+    for p in paths:
+        click.echo(f"wrote {p}")
+    return worst
 
 
 def register(group: click.Group) -> None:

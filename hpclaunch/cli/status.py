@@ -4,7 +4,7 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.schedulers.reasons import explain
+from hpclaunch.sweep import is_sweep, label, sweep_elements, sweep_id
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
@@ -62,6 +63,28 @@ def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
     return out
 
 
+def grouped(records: list[registry.JobRecord]) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
+    """Each listed job once, in order: a sweep with its elements under it; an element whose sweep is not
+    listed stands alone."""
+    listed = {r.job_id for r in records if is_sweep(r)}
+    members: dict[str, list[registry.JobRecord]] = defaultdict(list)
+    for r in records:
+        parent = sweep_id(r)
+        if parent and parent != r.job_id and parent in listed:
+            members[parent].append(r)
+    return [(r, sorted(members.get(r.job_id, []), key=lambda e: int((e.sweep or {}).get("index", 0))))
+            for r in records if not (sweep_id(r) in listed and not is_sweep(r))]
+
+
+def _values(r: registry.JobRecord) -> str:
+    return label((r.sweep or {}).get("values") or {})
+
+
+def _sweep_state(s: JobStatus, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> str:
+    counts = Counter(found[e.job_id].state for e in elements)
+    return f"{s.state} ({len(elements)} elements: " + ", ".join(f"{n} {state}" for state, n in counts.items()) + ")"
+
+
 def _num(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
@@ -80,11 +103,15 @@ def _reason(s: JobStatus) -> str | None:
     return text.replace("JOB", s.job_id) if text else None
 
 
-def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus]) -> dict:
+def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
+             elements: list[registry.JobRecord] | None = None) -> dict:
     chain = retries(r)
     latest = found.get(str(chain[-1]["to"])) if chain else None
-    return {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
-            "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None}
+    out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
+           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None}
+    if is_sweep(r):
+        out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
+    return out
 
 
 def _elapsed(s: JobStatus) -> str:
@@ -99,15 +126,22 @@ def _elapsed(s: JobStatus) -> str:
 def status_cmd(job: str | None, as_json: bool) -> None:
     """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
-    records = [registry.get(job)] if job else registry.all_records()
-    if not records and not as_json:
+    if job:
+        one = registry.get(job)
+        groups = [(one, sweep_elements(one))]
+    else:
+        groups = grouped(registry.all_records())
+    if not groups and not as_json:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
-    found = statuses(records)
+    found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
-        data = [_as_dict(r, found[r.job_id], found) for r in records]
+        data = [_as_dict(r, found[r.job_id], found, elements) for r, elements in groups]
         echo_json(data[0] if job else data)
         return
-    for r in records:
+    for r, elements in groups:
+        if is_sweep(r):
+            _print_sweep(r, elements, found)
+            continue
         s = found[r.job_id]
         head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
         click.echo(head)
@@ -132,6 +166,8 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         metrics = _metrics_line(last_metrics(Path(r.run_dir)))
         if metrics:
             click.echo(f"  last metrics: {metrics}")
+        if sweep_id(r):
+            click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
         click.echo(f"  run directory: {r.run_dir}")
         if s.source:
             click.echo(f"  (from {s.source})")
@@ -139,27 +175,56 @@ def status_cmd(job: str | None, as_json: bool) -> None:
             click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
 
 
+def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> None:
+    sweep = r.sweep or {}
+    click.echo(f"sweep {r.job_id}  {_sweep_state(found[r.job_id], elements, found)}")
+    at_a_time = f", {sweep['max_parallel']} at a time" if sweep.get("max_parallel") else ""
+    click.echo(f"  recipe {r.recipe}{f':{r.preset}' if r.preset else ''} on {r.profile}, layout {r.layout}, "
+               f"{r.launcher}; swept {', '.join(sweep.get('keys', []))}{at_a_time}")
+    for e in elements:
+        s = found[e.job_id]
+        line = f"  {e.job_id}  {_values(e)}  {s.state}"
+        if s.reason and not s.finished:
+            line += f" ({s.reason})"
+        if s.elapsed:
+            line += f"  elapsed {_elapsed(s)}"
+        metrics = _metrics_line(last_metrics(Path(e.run_dir)))
+        click.echo(line + (f"  last metrics: {metrics}" if metrics else ""))
+    click.echo(f"  sweep folder: {r.run_dir}")
+    if elements:
+        click.echo(f"  one element: hpclaunch status {elements[0].job_id}")
+
+
 @click.command("jobs")
 @click.option("--limit", "-n", default=20, show_default=True, help="how many recent jobs")
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
     """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
-    records = registry.all_records()[-limit:] if limit > 0 else registry.all_records()
-    found = statuses(records)
+    groups = grouped(registry.all_records())
+    groups = groups[-limit:] if limit > 0 else groups
+    found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
-        echo_json([_as_dict(r, found[r.job_id], found) for r in records])
+        echo_json([_as_dict(r, found[r.job_id], found, elements) for r, elements in groups])
         return
     rows = []
-    for r in records:
-        s = found[r.job_id]
-        m = last_metrics(Path(r.run_dir)) or {}
-        state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
-        chain = retries(r)
-        if chain:
-            last = found.get(str(chain[-1]["to"]))
-            state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
-        rows.append((r.job_id, r.recipe + (f":{r.preset}" if r.preset else ""), r.profile, r.layout, state,
-                     _elapsed(s), _num(m["loss"]) if "loss" in m else "", r.submitted_at))
+    for top, elements in groups:
+        for r in (top, *elements):
+            s = found[r.job_id]
+            m = last_metrics(Path(r.run_dir)) or {}
+            recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+            state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+            chain = retries(r)
+            if chain:
+                last = found.get(str(chain[-1]["to"]))
+                state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
+            job_id, submitted = r.job_id, r.submitted_at
+            if r is not top:  # an element, under its sweep: its values instead of the recipe
+                job_id, recipe, submitted = f"  {r.job_id}", _values(r), ""
+            elif is_sweep(r):
+                recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
+                state = _sweep_state(s, elements, found)
+            rows.append((job_id, recipe, r.profile, r.layout, state, _elapsed(s),
+                         _num(m["loss"]) if "loss" in m else "", submitted))
     print_table(["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted"], rows)
 
 

@@ -35,27 +35,34 @@ if TYPE_CHECKING:
 @click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
               help="resubmit after a node-level failure (node fail, OOM kill, device error, hang), from the last "
                    "checkpoint, with the suspect node excluded")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
+              help="run one job per value (per combination, when given for several keys) as one job array, "
+                   "e.g. train.lr=1e-4,3e-4")
+@click.option("--max-parallel", type=click.IntRange(1), default=None, metavar="K",
+              help="with --sweep: run at most K elements at a time (default: all)")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
-               sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, as_json: bool) -> None:
+               sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
+               max_parallel: int | None, as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
-    earlier run directory, which is submitted again exactly as it was resolved.
+    earlier run directory, which is submitted again exactly as it was resolved. With --sweep, every
+    combination of the values is resolved as with --set and runs as one element of a job array.
     """
-    spec = _spec(recipe, profile, CliOverrides(preset=preset, layout=layout, nodes=nodes,
-                                               gpus_per_node=gpus_per_node, partition=partition, time=time_,
-                                               name=name, sets=sets, retries=retries,
-                                               inject=os.environ.get("HPCLAUNCH_INJECT") or None))
-    if spec.inject:
-        click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
-                   err=True)
+    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
+                       time=time_, name=name, sets=sets, retries=retries,
+                       inject=os.environ.get("HPCLAUNCH_INJECT") or None)
+    if sweeps or max_parallel is not None:
+        from hpclaunch.cli.sweeps import submit_sweep
+
+        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json)
+        return
+    spec = _spec(recipe, profile, cli)
+    say_inject(spec)
     done = submission.dry_run(spec) if dry_run else submission.submit(spec)
-    if not dry_run and spec.profile.scheduler == "slurm":
-        _say_excluded()
-    for warning in done.warnings:
-        click.echo(f"hpclaunch: warning: {warning}", err=True)
+    say_after_submit(spec, dry_run, done.warnings)
     if as_json:
         echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
                    "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
@@ -67,6 +74,19 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
         _follow(done.job_id)
+
+
+def say_inject(spec: JobSpec) -> None:
+    if spec.inject:
+        click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
+                   err=True)
+
+
+def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
+    if not dry_run and spec.profile.scheduler == "slurm":
+        _say_excluded()
+    for warning in warnings:
+        click.echo(f"hpclaunch: warning: {warning}", err=True)
 
 
 def _say_excluded() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,8 @@ from hpclaunch.schedulers import get_scheduler
 from hpclaunch.shell import ShellExpr, oneline, quote, shell_path
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import jinja2
 
     from hpclaunch.jobspec import JobSpec
@@ -89,6 +93,19 @@ def _environment(spec: JobSpec) -> jinja2.Environment:
     return env
 
 
+@contextmanager
+def _template_errors() -> Iterator[None]:
+    """A missing template or an undefined value as the user's error (a profile's own templates)."""
+    import jinja2
+
+    try:
+        yield
+    except jinja2.TemplateNotFound as exc:
+        raise NotFoundError("template", str(exc.name or "?"), hint="check the profile's `templates` folder") from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"template error: {exc.message}", key="templates") from None
+
+
 def render(spec: JobSpec, run_dir: Path) -> Rendered:
     """The job script and the other files of the run directory (from the cache when it holds them)."""
     where = str(run_dir)
@@ -122,8 +139,6 @@ def _cache_key(spec: JobSpec, run_dir: str) -> str:
 def _render(spec: JobSpec, run_dir: Path) -> Rendered:
     """The job script and the other files of the run directory. The common template and the launcher
     see only the neutral job variables; the scheduler's own parts come from its template folder."""
-    import jinja2
-
     launcher = get_launcher(spec.recipe.launcher)
     scheduler = get_scheduler(spec.profile.scheduler)
     env = _environment(spec)
@@ -149,12 +164,37 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
     for key in context["env"]:
         if not _ENV_NAME.match(key):
             raise ConfigError(f"environment variable name {key!r} is not valid in a shell", key=f"env.{key}")
-    try:
+    with _template_errors():
         script = env.get_template("job.sbatch.j2").render(context)
         extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
-    except jinja2.TemplateNotFound as exc:
-        raise NotFoundError("template", str(exc.name or "?"), hint="check the profile's `templates` folder") from None
-    except jinja2.UndefinedError as exc:
-        raise ConfigError(f"template error: {exc.message}", key="templates") from None
     files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
     return Rendered(script=script, files=files_out)
+
+
+_MARK = "@JOB@"
+
+
+def render_sweep(specs: Sequence[JobSpec], labels: Sequence[str], keys: Sequence[str], sweep_dir: Path,
+                 max_parallel: int | None) -> str:
+    """A sweep's array script (templates/sweep.sbatch.j2): the scheduler's array directives
+    (``array.sh.j2``), then a hand-over to the job script of the element the array task names. Element i
+    runs from ``runfiles.SweepFiles(sweep_dir).element(i)``, already rendered from ``specs[i]``."""
+    spec = specs[0]
+    scheduler = get_scheduler(spec.profile.scheduler)
+    files = runfiles.SweepFiles(sweep_dir)
+    prefix, suffix = f"{runfiles.LOGS}/{runfiles.job_output_name(_MARK)}".split(_MARK)
+    context: dict[str, Any] = {
+        "version": __version__,
+        "spec": spec,
+        "files": files,
+        "keys": list(keys),
+        "elements": [{"index": i, "run_dir": str(files.element(i)), "label": label} for i, label in enumerate(labels)],
+        "output": (prefix, suffix),
+        "script": runfiles.SCRIPT,
+        "resolved": runfiles.RESOLVED,
+        "scheduler": scheduler.name,
+        "scheduler_templates": scheduler.template_dir,
+        "sched": scheduler.array_context(specs, sweep_dir, max_parallel),
+    }
+    with _template_errors():
+        return _environment(spec).get_template("sweep.sbatch.j2").render(context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.report.metrics import Metrics
 
@@ -35,17 +36,22 @@ def plot_run(m: Metrics, out_dir: Path, title: str) -> list[Path]:
             if ev:
                 ax.plot(*zip(*ev, strict=True), "o-", label="eval loss")
             ax.legend()
-        ax.set_xlabel("step")
-        ax.set_ylabel(label)
-        ax.set_title(f"{title}: {label}")
-        ax.grid(alpha=0.3)
-        path = out_dir / f"{key}.png"
-        fig.tight_layout()
-        # the plotted numbers ride along in the PNG's text chunk, so a script can check them
-        fig.savefig(path, dpi=100, metadata={"Description": json.dumps({"step": steps, key: values})})
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(plt, fig, ax, out_dir / f"{key}.png", f"{title}: {label}", label,
+                           {"step": steps, key: values}))
     return paths
+
+
+def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str, label: str, data: object) -> Path:
+    """Label the axes and write the PNG; the plotted numbers (`data`) ride along in its text chunk, so a
+    script can check them."""
+    ax.set_xlabel("step")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Description": json.dumps(data)})
+    plt.close(fig)
+    return path
 
 
 def plot_compare(a: Metrics, b: Metrics, diff: dict, path: Path, names: tuple[str, str]) -> Path:
@@ -65,3 +71,23 @@ def plot_compare(a: Metrics, b: Metrics, diff: dict, path: Path, names: tuple[st
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_overlay(runs: list[tuple[str, Metrics]], out_dir: Path, title: str, prefix: str = "") -> list[Path]:
+    """One PNG per metric that any run has (loss, lr, tokens/s), one line per run, the legend naming each run
+    (a sweep's elements by their values). The plotted numbers ride along in the PNG's text chunk."""
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key, label in PLOTS:
+        series = [(name, *m.series(key)) for name, m in runs]
+        if not any(steps for _, steps, _ in series):
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, steps, values in series:
+            if steps:
+                ax.plot(steps, values, label=name)
+        ax.legend()
+        paths.append(_save(plt, fig, ax, out_dir / f"{prefix}{key}.png", f"{title}: {label}", label,
+                           {name: {"step": steps, key: values} for name, steps, values in series}))
+    return paths

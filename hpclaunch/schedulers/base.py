@@ -50,6 +50,19 @@ class Scheduler(ABC):
         """Values this scheduler's template parts use (as ``sched``); raise ConfigError for a bad one."""
         return {}
 
+    def array_context(self, specs: Sequence[JobSpec], sweep_dir: Path, max_parallel: int | None) -> dict[str, Any]:
+        """Values the scheduler's ``array.sh.j2`` uses (as ``sched``) in a sweep's array script: element i
+        of the array runs ``specs[i]``, at most `max_parallel` at a time (None: no limit)."""
+        return {"max_parallel": max_parallel}
+
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
+        """Queue a sweep's array script as one job array of `count` elements; return the array's id.
+        Element i's job id is ``<id>_<i>``."""
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(f"the {self.name} scheduler cannot run a sweep (submit --sweep)",
+                          hint="submit each value with --set, or use a profile whose scheduler is slurm or local")
+
     def check_available(self) -> None:
         """Raise CommandError when this scheduler cannot be used from here (before anything is written).
         The default: always usable."""

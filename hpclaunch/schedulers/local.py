@@ -1,6 +1,10 @@
 """Local: the job script runs on this machine in the background, as its own process group; its template
 parts (templates/schedulers/local/) make it a one-node job. The job id is passed as HPCLAUNCH_JOB_ID.
-Its state lives in RUN_DIR/local/ (the run-directory contract's scheduler state folder)."""
+Its state lives in RUN_DIR/local/ (the run-directory contract's scheduler state folder).
+
+A sweep (job array) is run by a supervisor in the background (`python -m hpclaunch.schedulers.local`,
+state in SWEEP_DIR/local/) that starts the array script for element 0, 1, ... as jobs of their own
+(``local-<n>_<i>``, state in the element's RUN_DIR/local/), at most K at a time, in order."""
 
 from __future__ import annotations
 
@@ -8,17 +12,20 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import hpclaunch
 from hpclaunch import registry
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.runfiles import RunFiles, SweepFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler
 
-# Writes the script's exit code atomically when it ends, however it ends short of SIGKILL.
-_WRAPPER = 'bash "$1"; rc=$?; echo "$rc" > "$2.tmp"; mv "$2.tmp" "$2"; exit "$rc"'
+# Runs the command after $1 and writes its exit code into $1 atomically when it ends, however it ends
+# short of SIGKILL.
+_WRAPPER = 'code="$1"; shift; "$@"; rc=$?; echo "$rc" > "$code.tmp"; mv "$code.tmp" "$code"; exit "$rc"'
 
 
 def _state_dir(run_dir: Path) -> Path:
@@ -37,30 +44,101 @@ def _alive(pgid: int) -> bool:
     return any(s and not s.startswith("Z") for s in out.split())
 
 
+def _start(argv: list[str], run_dir: Path, job_id: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Run `argv` in the background as its own process group, its output appended to the run directory's
+    job output, its state (job.json, exitcode) in RUN_DIR/local/."""
+    state = _state_dir(run_dir)
+    state.mkdir(exist_ok=True)
+    full_env = {**os.environ, **(env or {}), "HPCLAUNCH_JOB_ID": job_id}
+    with open(RunFiles(run_dir).job_output(job_id), "ab") as out:
+        proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(state / "exitcode"), *argv],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, cwd=run_dir, start_new_session=True)
+    (state / "job.json").write_text(json.dumps({"job_id": job_id, "pgid": proc.pid, "started": time.time()}))
+    return proc
+
+
+def _mark_cancelled(run_dir: Path) -> None:
+    state = _state_dir(run_dir)
+    state.mkdir(exist_ok=True)
+    (state / "cancelled").touch()
+
+
+def run_array(sweep_dir: Path, job_id: str, count: int, max_parallel: int) -> int:
+    """The sweep supervisor: element i runs the array script with HPCLAUNCH_ARRAY_TASK=i as job
+    ``<job_id>_<i>``, at most `max_parallel` at a time, in order. SIGTERM (cancel): start no more, stop the
+    running ones. Exit 0 when every element completed, 1 otherwise."""
+    files = SweepFiles(sweep_dir)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    waiting = list(range(count))
+    running: dict[int, subprocess.Popen] = {}
+    failed = False
+    while (waiting or running) and not stopping:
+        for index, proc in list(running.items()):
+            if proc.poll() is not None:
+                failed |= proc.returncode != 0
+                del running[index]
+        while waiting and len(running) < max_parallel and not stopping:
+            index = waiting.pop(0)
+            if (_state_dir(files.element(index)) / "cancelled").exists():
+                failed = True
+                continue
+            running[index] = _start(["bash", str(files.script)], files.element(index), f"{job_id}_{index}",
+                                    {"HPCLAUNCH_ARRAY_TASK": str(index)})
+        time.sleep(0.2)
+    if not stopping:
+        return 1 if failed else 0
+    for index in [*waiting, *running]:
+        _mark_cancelled(files.element(index))
+    for proc in running.values():
+        _stop_group(proc.pid)
+    return 128 + signal.SIGTERM
+
+
+def _stop_group(pgid: int, grace: float = 15) -> None:
+    """SIGTERM to the process group, SIGKILL after `grace` seconds if it still runs."""
+    if not _alive(pgid):
+        return
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.time() + grace
+    while time.time() < deadline and _alive(pgid):
+        time.sleep(0.2)
+    if _alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 class LocalScheduler(Scheduler):
     name = "local"
 
     def submit(self, script: Path, run_dir: Path) -> str:
         job_id = registry.next_local_id()
-        state = _state_dir(run_dir)
-        state.mkdir(exist_ok=True)
-        env = {**os.environ, "HPCLAUNCH_JOB_ID": job_id}
-        out = open(RunFiles(run_dir).job_output(job_id), "ab")
-        proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(script), str(state / "exitcode")],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=run_dir, start_new_session=True)
-        out.close()
-        (state / "job.json").write_text(json.dumps({"job_id": job_id, "pgid": proc.pid,
-                                                    "started": time.time()}))
+        _start(["bash", str(script)], run_dir, job_id)
+        return job_id
+
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
+        job_id = registry.next_local_id()
+        # the supervisor imports this very hpclaunch, installed or not
+        root = str(Path(hpclaunch.__file__).resolve().parents[1])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        _start([sys.executable, "-m", __name__, str(sweep_dir), job_id, str(count), str(max_parallel or count)],
+               sweep_dir, job_id, {"PYTHONPATH": path})
         return job_id
 
     def _one(self, job_id: str) -> JobStatus:
         try:
-            run_dir = Path(registry.get(job_id).run_dir)
-            info = json.loads((_state_dir(run_dir) / "job.json").read_text())
-        except (HpclaunchError, OSError, ValueError):
+            record = registry.get(job_id)
+        except HpclaunchError:
             return JobStatus(job_id, "UNKNOWN", source="local")
+        run_dir = Path(record.run_dir)
         state = _state_dir(run_dir)
+        try:
+            info = json.loads((state / "job.json").read_text())
+        except (OSError, ValueError):
+            return self._not_started(job_id, record, state)
         elapsed = f"{int(time.time() - info['started'])}s"
         if (state / "cancelled").exists():
             return JobStatus(job_id, "CANCELLED", exit_code=None, nodes="localhost", source="local")
@@ -74,19 +152,32 @@ class LocalScheduler(Scheduler):
         return JobStatus(job_id, "FAILED", reason="the job's process group vanished", nodes="localhost",
                          source="local")
 
+    def _not_started(self, job_id: str, record: registry.JobRecord, state: Path) -> JobStatus:
+        """A sweep's element that its supervisor has not started (yet): PENDING while the sweep runs."""
+        sweep = (record.sweep or {}).get("id")
+        if (state / "cancelled").exists():
+            return JobStatus(job_id, "CANCELLED", source="local")
+        if not sweep or sweep == job_id:
+            return JobStatus(job_id, "UNKNOWN", source="local")
+        if not self._one(sweep).finished:
+            return JobStatus(job_id, "PENDING", reason="JobArrayTaskLimit", source="local")
+        return JobStatus(job_id, "CANCELLED", reason="the sweep ended before it started", source="local")
+
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         return {j: self._one(j) for j in job_ids}
 
     def cancel(self, job_id: str) -> None:
         run_dir = Path(registry.get(job_id).run_dir)
-        info = json.loads((_state_dir(run_dir) / "job.json").read_text())
-        pgid = info["pgid"]
-        if not _alive(pgid):
+        try:
+            info = json.loads((_state_dir(run_dir) / "job.json").read_text())
+        except (OSError, ValueError):  # a sweep's element not started yet: it never will be
+            _mark_cancelled(run_dir)
             return
-        (_state_dir(run_dir) / "cancelled").touch()
-        os.killpg(pgid, signal.SIGTERM)
-        deadline = time.time() + 15
-        while time.time() < deadline and _alive(pgid):
-            time.sleep(0.2)
-        if _alive(pgid):
-            os.killpg(pgid, signal.SIGKILL)
+        if not _alive(info["pgid"]):
+            return
+        _mark_cancelled(run_dir)
+        _stop_group(info["pgid"])
+
+
+if __name__ == "__main__":
+    sys.exit(run_array(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))

@@ -24,8 +24,9 @@ REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
-def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
-    """The #SBATCH options, sorted, each value quoted for Slurm's own parser."""
+def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> list[str]:
+    """The #SBATCH options, sorted, each value quoted for Slurm's own parser. array: ``0-N%K`` for a sweep's
+    array script (`run_dir` is then the sweep folder, where the array script writes its own output)."""
     part = spec.partition_spec
     opts: dict[str, str | None] = {
         "job-name": spec.name,
@@ -34,10 +35,12 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
         "ntasks-per-node": "1",
         "cpus-per-task": str(part.cpus_per_node),
         "time": spec.time,
-        "output": str(RunFiles(run_dir).job_output("%j")),
+        "output": str(RunFiles(run_dir).job_output("%A_%a" if array else "%j")),
         "open-mode": "append",
         "requeue": None,
     }
+    if array:
+        opts["array"] = array
     if parse_time(spec.time) >= REQUEUE_MIN_TIME:
         # USR1 two minutes before the time limit: checkpoint and requeue (see blocks/wait.sh.j2).
         # A shorter job would be warned as it starts and requeue itself forever.
@@ -94,12 +97,31 @@ class SlurmScheduler(Scheduler):
             "suspect_hours": f"{spec.profile.suspect_node_hours:g}",
         }
 
+    def array_context(self, specs: Sequence[JobSpec], sweep_dir: Path, max_parallel: int | None) -> dict[str, Any]:
+        """The array's #SBATCH options: those of every element (which must agree) with ``--array=0-N%K``."""
+        array = f"0-{len(specs) - 1}" + (f"%{max_parallel}" if max_parallel else "")
+        first = sbatch_options(specs[0], sweep_dir, array)
+        for index, spec in enumerate(specs[1:], 1):
+            other = sbatch_options(spec, sweep_dir, array)
+            if other != first:
+                mine = ", ".join(o for o in other if o not in first)
+                theirs = ", ".join(o for o in first if o not in other)
+                raise ConfigError(
+                    f"sweep element {index} needs #SBATCH {mine} where element 0 has {theirs}: the elements of a "
+                    "sweep run as one job array and share its #SBATCH options",
+                    hint="sweep only keys that keep the resources; submit other layouts, times or partitions "
+                         "as separate sweeps")
+        return {"options": first}
+
     def submit(self, script: Path, run_dir: Path) -> str:
         proc = cmd.run(["sbatch", "--parsable", *exclude_option(script), str(script)], timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise CommandError(f"sbatch answered {proc.stdout.strip()!r}, not a job id")
         return job_id
+
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
+        return self.submit(script, sweep_dir)  # --array is in the script
 
     # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
     # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm_output.py.

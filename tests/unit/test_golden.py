@@ -129,7 +129,8 @@ def test_common_templates_and_launchers_see_only_neutral_variables():
     """Scheduler specifics live in templates/schedulers/<name>/ and hpclaunch/schedulers/<name>.py only:
     the common blocks, the launcher blocks and the launchers never name a scheduler's variables or tools."""
     repo = GOLDEN.parents[2]
-    common = [repo / "templates" / "job.sbatch.j2", *(repo / "templates" / "blocks").glob("*.j2"),
+    common = [repo / "templates" / "job.sbatch.j2", repo / "templates" / "sweep.sbatch.j2",
+              *(repo / "templates" / "blocks").glob("*.j2"),
               *(repo / "templates" / "launchers").glob("*.j2"), *(repo / "hpclaunch" / "launchers").glob("*.py")]
     assert len(common) >= 10
     for path in common:

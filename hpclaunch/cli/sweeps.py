@@ -1,0 +1,101 @@
+"""`hpclaunch submit RECIPE --sweep KEY=V1,V2,... [--max-parallel K]`: printing a sweep's submission and
+following it (hpclaunch/sweep.py does the work)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch import sweep
+from hpclaunch.cli.options import echo_json
+from hpclaunch.cli.submit import say_after_submit, say_inject
+from hpclaunch.config.loader import is_jobspec_file
+from hpclaunch.errors import JobFailed
+from hpclaunch.runfiles import RunFiles
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from hpclaunch.resolve import CliOverrides
+    from hpclaunch.schedulers.base import JobStatus
+
+INTERRUPTED = 130
+
+
+def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
+                 *, dry_run: bool, follow: bool, as_json: bool) -> None:
+    if not items:
+        raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
+    if is_jobspec_file(recipe):
+        raise click.UsageError(f"--sweep resolves a recipe again for each value; {recipe} is already resolved: "
+                               "give the recipe (e.g. recipes/gpt2) instead")
+    if not profile:
+        raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
+    elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
+    first = elements[0][1]
+    say_inject(first)
+    done = sweep.dry_run(elements, max_parallel) if dry_run else sweep.submit(elements, max_parallel)
+    say_after_submit(first, dry_run, done.warnings)
+    ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
+    if as_json:
+        echo_json({"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
+                   "layout": first.layout, "profile": first.profile.name, "recipe": first.recipe.name,
+                   "keys": list(done.keys), "max_parallel": max_parallel,
+                   "elements": [{"job_id": i, "index": e.index, "values": e.values, "run_dir": str(e.run_dir)}
+                                for i, e in zip(ids, done.elements, strict=True)]})
+    elif dry_run:
+        click.echo(done.script, nl=False)
+        click.echo(f"# dry run: nothing submitted; sweep folder {done.sweep_dir} with {len(done.elements)} "
+                   f"elements (element 0's script: {RunFiles(done.elements[0].run_dir).script})", err=True)
+    else:
+        at_a_time = f", {max_parallel} at a time" if max_parallel else ""
+        click.echo(f"submitted sweep {done.job_id}: {len(done.elements)} elements of {first.recipe.name} on "
+                   f"{first.profile.name}, {first.layout}{at_a_time}")
+        for job_id, e in zip(ids, done.elements, strict=True):
+            click.echo(f"  {job_id}  {e.label}  {e.run_dir}")
+        click.echo(f"sweep folder: {done.sweep_dir}")
+    if follow and done.job_id is not None:
+        follow_sweep(done.job_id, [i for i in ids if i], first.profile.scheduler)
+
+
+def follow_sweep(sweep_id: str, ids: list[str], scheduler_name: str, *, poll: float = 2.0,
+                 unknown_limit: int = 10) -> None:
+    """Print each element's state as it changes until every element has ended; exit 1 unless all COMPLETED."""
+    from hpclaunch.logs.follow import JobLost
+    from hpclaunch.schedulers import get_scheduler
+
+    scheduler = get_scheduler(scheduler_name)
+    seen: dict[str, str] = {}
+    unknown = 0
+    try:
+        while True:
+            found = scheduler.status(ids)
+            for job_id in ids:
+                state = found[job_id].state
+                if seen.get(job_id) != state:
+                    seen[job_id] = state
+                    click.echo(f"{job_id} {_state(found[job_id])}")
+            unknown = unknown + 1 if "UNKNOWN" in seen.values() else 0
+            if unknown >= unknown_limit:
+                raise JobLost(f"sweep {sweep_id}: the scheduler no longer knows some of its elements "
+                              f"(UNKNOWN at {unknown} checks in a row); stopped following it",
+                              hint=f"`hpclaunch status {sweep_id}` shows what is known")
+            if all(s.finished for s in found.values()):
+                break
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        click.echo(f"\nhpclaunch: stopped following sweep {sweep_id}; it still runs.\n"
+                   f"  its state: hpclaunch status {sweep_id}\n"
+                   f"  cancel it: hpclaunch cancel {sweep_id}", err=True)
+        raise click.exceptions.Exit(INTERRUPTED) from None
+    bad = [j for j in ids if found[j].state != "COMPLETED"]
+    click.echo(f"sweep {sweep_id}: {len(ids) - len(bad)} of {len(ids)} elements COMPLETED", err=True)
+    if bad:
+        raise JobFailed(f"sweep {sweep_id}: {', '.join(f'{j} {found[j].state}' for j in bad)}",
+                        hint=f"hpclaunch logs {bad[0]} --diagnose")
+
+
+def _state(s: JobStatus) -> str:
+    return s.state + (f" (exit {s.exit_code})" if s.exit_code and s.finished and s.state != "COMPLETED" else "")
