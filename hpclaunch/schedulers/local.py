@@ -49,7 +49,7 @@ def _start(argv: list[str], run_dir: Path, job_id: str, env: dict[str, str] | No
     job output, its state (job.json, exitcode) in RUN_DIR/local/."""
     state = _state_dir(run_dir)
     state.mkdir(exist_ok=True)
-    full_env = {**os.environ, **(env or {}), "HPCLAUNCH_JOB_ID": job_id}
+    full_env = {**os.environ, **(env or {}), "HPCLAUNCH_JOB_ID": job_id, "HPCLAUNCH_RESTART": "0"}
     with open(RunFiles(run_dir).job_output(job_id), "ab") as out:
         proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(state / "exitcode"), *argv],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

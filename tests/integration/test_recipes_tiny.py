@@ -142,9 +142,10 @@ def test_gpt2_stopped_and_restarted_gives_the_uninterrupted_losses(home, gpt2_dd
     run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, env={"HPCLAUNCH_STOP_AT_STEP": "4"})
     assert sorted(losses(run_dir)) == [1, 2, 3, 4]
     assert (run_dir / "checkpoints" / "step-00000004").is_dir()
-    # The requeue: the same job script in the same run directory, restart count 1.
+    # The restart: the same job script in the same run directory, restart count 1 (the neutral variable the
+    # scheduler parts set: Slurm's job.sh maps SLURM_RESTART_COUNT to it; a rerun by hand sets it).
     env = {k: v for k, v in os.environ.items() if k != "HPCLAUNCH_STOP_AT_STEP"}
-    env.update(SLURM_JOB_ID="requeued", SLURM_RESTART_COUNT="1", HPCLAUNCH_HOME=str(home))
+    env.update(HPCLAUNCH_JOB_ID="requeued", HPCLAUNCH_RESTART="1", HPCLAUNCH_HOME=str(home))
     proc = subprocess.run(
         ["bash", str(run_dir / "job.sbatch")],
         cwd=run_dir,
