@@ -50,19 +50,26 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
 
 
 def submit(spec: JobSpec) -> Submission:
+    """The record is written (pending, naming the run directory) before the scheduler is asked and gets
+    the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
     from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
 
     prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:
-        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+        pending = registry.begin(registry.JobRecord(
+            job_id="", scheduler=scheduler.name, profile=spec.profile.name, recipe=spec.recipe.name,
+            preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
+            run_dir=str(prepared.run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")))
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
-    registry.add(registry.JobRecord(
-        job_id=job_id, scheduler=scheduler.name, profile=spec.profile.name, recipe=spec.recipe.name,
-        preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
-        run_dir=str(prepared.run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    ))
+    try:
+        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+    except BaseException:
+        pending.abandon()
+        remove_run_dir(prepared.run_dir)
+        raise
+    pending.complete(job_id)
     return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)

@@ -48,15 +48,35 @@ def stop_reason(r: registry.JobRecord) -> str | None:
         return None
 
 
+def _find_job(record: registry.JobRecord) -> str | None:
+    return get_scheduler(record.scheduler).find_job(Path(record.run_dir))
+
+
+def listed_records() -> list[registry.JobRecord]:
+    """Every record, after settling the pending records of interrupted submits; unreadable records are
+    skipped with one warning each."""
+    for line in registry.recover(_find_job):
+        click.echo(f"hpclaunch: warning: {line}", err=True)
+    bad: list[registry.RegistryError] = []
+    records = registry.all_records(bad)
+    for exc in bad:
+        click.echo(f"hpclaunch: warning: skipped {exc.message} ({exc.hint})", err=True)
+    return records
+
+
 def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
     """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
     by_sched: dict[str, list[str]] = defaultdict(list)
+    out: dict[str, JobStatus] = {}
     for r in records:
+        if r.pending:
+            out[r.job_id] = JobStatus(r.job_id, "SUBMITTING", reason="hpclaunch is handing it to the scheduler",
+                                      source="hpclaunch")
+            continue
         by_sched[r.scheduler].append(r.job_id)
         chain = retries(r)
         if chain:
             by_sched[r.scheduler].append(str(chain[-1]["to"]))
-    out: dict[str, JobStatus] = {}
     for name, ids in by_sched.items():
         out.update(get_scheduler(name).status(ids))
     return out
@@ -99,7 +119,7 @@ def _elapsed(s: JobStatus) -> str:
 def status_cmd(job: str | None, as_json: bool) -> None:
     """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
-    records = [registry.get(job)] if job else registry.all_records()
+    records = [registry.get(job)] if job else listed_records()
     if not records and not as_json:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses(records)
@@ -144,7 +164,8 @@ def status_cmd(job: str | None, as_json: bool) -> None:
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
     """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
-    records = registry.all_records()[-limit:] if limit > 0 else registry.all_records()
+    records = listed_records()
+    records = records[-limit:] if limit > 0 else records
     found = statuses(records)
     if as_json:
         echo_json([_as_dict(r, found[r.job_id], found) for r in records])

@@ -147,3 +147,20 @@ class SlurmScheduler(Scheduler):
 
     def cancel(self, job_id: str) -> None:
         cmd.run(["scancel", "--full", str(job_id)])
+
+    def find_job(self, run_dir: Path) -> str | None:
+        """From the job's output file (it started), else from squeue: the job whose batch script is this
+        run directory's (still queued). Raises CommandError when squeue cannot be asked."""
+        from hpclaunch.runfiles import job_output_id
+
+        files = RunFiles(run_dir)
+        for out in reversed(files.job_outputs()):
+            job_id = job_output_id(out.name)
+            if job_id and job_id.isdigit():
+                return job_id
+        proc = cmd.run(["squeue", "--noheader", "--me", "--format=%i|%o"])
+        for line in proc.stdout.splitlines():
+            job_id, _, command = line.partition("|")
+            if command.strip() == str(files.script):
+                return job_id.strip()
+        return None
