@@ -389,7 +389,8 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     src = RecipeSource(dir=Path(saved.recipe_dir), file=Path(path), data=recipe)
     layout = cli.layout if cli.layout is not None else saved.layout
     again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,
-                    name=cli.name or saved.name, retries=cli.retries or saved.retries, inject=cli.inject or saved.inject)
+                    name=cli.name or saved.name, retries=cli.retries or saved.retries,
+                    inject=cli.inject or saved.inject)
     # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
     # ones apply; all are recorded
     spec = resolve_parts(profile, src, again)

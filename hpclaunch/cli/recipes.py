@@ -10,8 +10,8 @@ import yaml
 from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
-from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
+from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.resolve import merge_recipe
 

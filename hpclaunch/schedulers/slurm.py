@@ -25,7 +25,8 @@ _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
 def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
-    """The #SBATCH options, sorted, each value quoted for Slurm's own parser."""
+    """The #SBATCH options, sorted, each value quoted for Slurm's own parser (sbatch's, not a shell: it takes
+    quotes as a shell does, and a backslash as an escape of the next character, inside quotes too)."""
     part = spec.partition_spec
     opts: dict[str, str | None] = {
         "job-name": spec.name,
@@ -57,7 +58,9 @@ def sbatch_options(spec: JobSpec, run_dir: Path) -> list[str]:
         if value is not None and ("\n" in value or "\r" in value):
             raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
                               f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
-    return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
+    # sbatch reads a backslash in an #SBATCH line as an escape, inside quotes too: doubled, it arrives whole
+    return [f"--{k}" if v is None else f"--{k}={quote(v).replace(chr(92), chr(92) * 2)}"
+            for k, v in sorted(opts.items())]
 
 
 
