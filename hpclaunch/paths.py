@@ -28,8 +28,21 @@ def bundled_root() -> Path:
     return _PKG / "_bundled"
 
 
+def expand(text: str, where: str) -> Path:
+    """`text` with ``$VARS`` and ``~`` expanded, made absolute (against the current folder). A ``~user``
+    this machine does not know is a ConfigError naming `where` (the variable or the key it came from)."""
+    from hpclaunch.errors import ConfigError
+
+    try:
+        path = Path(os.path.expandvars(text)).expanduser()
+    except RuntimeError:  # ~nouser
+        raise ConfigError(f"{text!r}: cannot expand the ~ of this path: no such user here", key=where,
+                          hint="give an absolute path, or ~/... for your own home folder") from None
+    return Path(os.path.abspath(path))
+
+
 def user_roots() -> list[Path]:
-    roots = [Path(p).expanduser() for p in os.environ.get("HPCLAUNCH_PATH", "").split(os.pathsep) if p]
+    roots = [expand(p, "HPCLAUNCH_PATH") for p in os.environ.get("HPCLAUNCH_PATH", "").split(os.pathsep) if p]
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     roots.append(Path(xdg) / "hpclaunch")
     return roots
@@ -43,5 +56,30 @@ def search_dirs(kind: str) -> list[Path]:
 
 
 def hpclaunch_home() -> Path:
-    """State folder: run directories and the job registry (``$HPCLAUNCH_HOME``, default ``~/.hpclaunch``)."""
-    return Path(os.environ.get("HPCLAUNCH_HOME") or Path.home() / ".hpclaunch").expanduser()
+    """State folder: run directories and the job registry (``$HPCLAUNCH_HOME``, default ``~/.hpclaunch``),
+    absolute: a relative ``$HPCLAUNCH_HOME`` is taken from the current folder, once, here (a job runs
+    from its run directory, where a relative path would point elsewhere)."""
+    from hpclaunch.errors import ConfigError
+
+    home = expand(os.environ.get("HPCLAUNCH_HOME") or "~/.hpclaunch", "HPCLAUNCH_HOME")
+    if home.exists() and not home.is_dir():
+        raise ConfigError(f"{home} is not a folder", key="HPCLAUNCH_HOME",
+                          hint="point HPCLAUNCH_HOME at a folder hpclaunch may write to (default ~/.hpclaunch)")
+    return home
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """Create `path` (and its parents) if needed; a ConfigError saying what and where when it cannot be."""
+    from hpclaunch.errors import ConfigError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the {what} {path}: {exc.strerror}",
+                          hint="check HPCLAUNCH_HOME (or the profile's run_root): it must be a folder you may "
+                               "write to") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"the {what} {path} is not writable",
+                          hint="check HPCLAUNCH_HOME (or the profile's run_root): it must be a folder you may "
+                               "write to")
+    return path

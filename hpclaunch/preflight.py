@@ -23,14 +23,91 @@ def _script_exists(spec: JobSpec) -> None:
                           key="script")
 
 
+SKIP_ENV_CHECK = "HPCLAUNCH_NO_ENV_CHECK"
+
+
+def _python_env_visible(spec: JobSpec) -> None:
+    """The venv's activate script (or the conda init file) exists, where this machine can tell: the path is
+    absolute and its folder exists here (a shared filesystem seen from the login node). A path under ~ or
+    on a filesystem this machine does not mount is left to the job, which stops at once if it is wrong."""
+    import os
+    from pathlib import Path
+
+    from hpclaunch.errors import ConfigError
+
+    if os.environ.get(SKIP_ENV_CHECK) == "1":
+        return
+    py = spec.python_env
+    where = f"python_envs.{spec.recipe.python_env}" if spec.recipe.python_env else "python"
+    wanted = []
+    if py.venv and not py.conda_env:
+        wanted.append((Path(py.venv), Path(py.venv) / "bin" / "activate", f"{where}.venv"))
+    if py.conda_env and py.conda_init:
+        wanted.append((Path(py.conda_init), Path(py.conda_init), f"{where}.conda_init"))
+    for given, needed, key in wanted:
+        if given.is_absolute() and given.parent.is_dir() and not needed.is_file():
+            raise ConfigError(f"{needed} does not exist, though its filesystem is visible here; the job would "
+                              "stop when it activates the python environment", key=f"profile {spec.profile.name} "
+                              f"{key}", hint=f"fix the path in the profile; if the profile targets another machine "
+                                             f"where the path exists, set {SKIP_ENV_CHECK}=1 to skip this check")
+
+
+# Config attributes every transformers model has, or maps to its own names (GPT-2's n_layer is
+# num_hidden_layers): valid in an override even where the staged config.json does not spell them out.
+GENERIC_CONFIG_KEYS = frozenset({
+    "torch_dtype", "dtype", "use_cache", "tie_word_embeddings", "output_hidden_states", "output_attentions",
+    "return_dict", "pad_token_id", "bos_token_id", "eos_token_id", "is_decoder", "is_encoder_decoder",
+    "architectures", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+    "vocab_size", "initializer_range", "problem_type", "id2label", "label2id", "num_labels",
+})
+
+
+def _override_config(spec: JobSpec) -> None:
+    """model.override_config exists inside the recipe folder, is a JSON object, and names only keys the
+    model's config has (checked against the staged config.json of a hub model; a generated model's config
+    exists only inside the job, which checks it there)."""
+    import json
+    from pathlib import Path, PurePosixPath
+
+    from hpclaunch.errors import ConfigError
+
+    model = spec.recipe.model
+    if model is None or not model.override_config:
+        return
+    rel = PurePosixPath(model.override_config)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise ConfigError(f"{model.override_config!r} is not a path inside the recipe folder {spec.recipe_dir}",
+                          key="model.override_config", hint="put the file in the recipe folder (the job runs a copy "
+                                                                  "of that folder) and name it relative to it")
+    from hpclaunch.runtime.overrides import read_override
+
+    path = Path(spec.recipe_dir) / rel
+    overrides = read_override(path)
+    if model.source != "hub" or model.repo is None:
+        return
+    from hpclaunch.assets.store import asset_path, store_root
+
+    staged = asset_path(store_root(spec.profile.assets.store), "model", model.repo, model.revision) / "config.json"
+    try:
+        known = set(json.loads(staged.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return  # not staged: the asset check says so
+    unknown = sorted(set(overrides) - known - GENERIC_CONFIG_KEYS)
+    if unknown:
+        valid = sorted(k for k in known | GENERIC_CONFIG_KEYS if not k.startswith("_"))
+        raise ConfigError(f"{', '.join(map(repr, unknown))}: not a key of the {model.repo} config ({staged}); "
+                          f"valid keys: {', '.join(valid)}", file=str(path),
+                          hint="use the model's own key names (GPT-2: n_layer, n_head, n_embd)")
+
+
 def _assets_staged(spec: JobSpec) -> None:
     from hpclaunch.assets.check import check_job_assets
 
     check_job_assets(spec)
 
 
-CHECKS: list[Check] = [_script_exists, _assets_staged]
-SOFT: set[Check] = {_assets_staged}  # a dry run warns; a real submit refuses
+CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _assets_staged]
+SOFT: set[Check] = {_python_env_visible, _assets_staged}  # a dry run warns; a real submit refuses
 
 
 def preflight(spec: JobSpec, *, strict: bool = True) -> list[str]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.layout import Layout, parse_layout
 from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
 from hpclaunch.config.parallel import data_parallel_degree
+from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.slurmtime import format_time, parse_time
 from hpclaunch.errors import ConfigError, LimitError, NotFoundError
 
@@ -148,6 +150,15 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
     default_preset = data.pop("default_preset", None)
     if not isinstance(presets, dict):
         raise ConfigError("expected a mapping of preset name to overrides", file=str(src.file), key="presets")
+    if default_preset is not None and not isinstance(default_preset, str):
+        raise ConfigError(f"expected the name of a preset, got {type(default_preset).__name__}",
+                          file=str(src.file), key="default_preset",
+                          hint=f"one of: {', '.join(map(str, presets)) or '(no presets defined)'}")
+    for name, over in presets.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"preset name {name!r} is not text", file=str(src.file), key="presets")
+        if over is not None and not isinstance(over, dict):
+            raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{name}")
     chosen = preset if preset is not None else default_preset
     preset_data: dict[str, Any] = {}
     if chosen is not None:
@@ -156,8 +167,6 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
                                 hint=f"recipe {data.get('name')!r} defines its presets under `presets:` "
                                      f"in {src.file}")
         preset_data = presets[chosen] or {}
-        if not isinstance(preset_data, dict):
-            raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{chosen}")
     set_data: dict[str, Any] = {}
     set_items: dict[tuple[str, ...], str] = {}
     for item in sets:
@@ -174,7 +183,16 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
             return f"{src.file} (presets.{chosen})"
         return str(src.file)
 
-    return models.recipe(merged, str(src.file), locate), chosen
+    recipe = models.recipe(merged, str(src.file), locate)
+    for name, over in presets.items():
+        if name != chosen and over:
+            # every preset is checked at load, not only the one chosen: a broken `full` preset is found
+            # by the `tiny` run that precedes it, not hours later
+            def in_preset(loc: tuple[Any, ...], name: str = name, over: dict[str, Any] = over) -> str:
+                return f"{src.file} (presets.{name})" if _has(over, loc) else str(src.file)
+
+            models.recipe(deep_merge(data, over), str(src.file), in_preset)
+    return recipe, chosen
 
 
 def _recipe_origin(cli: CliOverrides, recipe: Recipe, key: str) -> str:
@@ -273,7 +291,24 @@ def _inject(cli: CliOverrides) -> str | None:
     return cli.inject
 
 
+def _check_script(cli: CliOverrides, recipe: Recipe, folder: Path) -> None:
+    """The script must lie inside the recipe folder: the job runs the copy of that folder kept in its run
+    directory, where a path out of it (``../x.py``) points somewhere else or nowhere. (A symbolic link
+    inside the folder is fine: the copy holds the file it points to.)"""
+    script = PurePosixPath(recipe.script)
+    if not recipe.script.strip() or script.is_absolute() or ".." in script.parts or script == PurePosixPath("."):
+        raise ConfigError(f"script {recipe.script!r} is not a file inside the recipe folder {folder} "
+                          f"({_recipe_origin(cli, recipe, 'script')})", key="script",
+                          hint="move the script into the recipe folder (the job runs a copy of that folder) and "
+                               "name it relative to it")
+
+
 def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
+    allowed = DEVICES_PER_NODE.get(profile.accelerator)
+    if allowed and layout.gpus_per_node not in allowed:
+        raise LimitError(f"layout {layout} asks for {layout.gpus_per_node} devices per node; {profile.accelerator} "
+                         f"devices (profile {profile.name!r}) run {', '.join(map(str, allowed))} per node",
+                         hint="choose one of those device counts per node")
     part = profile.partitions[partition]
     if layout.nodes > part.max_nodes:
         raise LimitError(f"layout {layout} asks for {layout.nodes} nodes, but partition {partition!r} of "
@@ -295,6 +330,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
         raise NotFoundError("partition", partition, profile.partitions,
                             hint=f"the partitions of profile {profile.name!r} are listed by "
                                  f"`hpclaunch profiles show {profile.name}`")
+    _check_script(cli, recipe, src.dir)
     layout = _layout(cli, recipe, profile)
     _check_limits(profile, partition, layout)
     time = _time(cli, recipe, profile, partition)
@@ -330,3 +366,33 @@ def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, 
         except records.Unsure:
             pass  # pydantic decides: the error message, or a value it converts
     return resolve_parts(load_profile(profile_ref), load_recipe_source(recipe_ref), cli)
+
+
+def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) -> JobSpec:
+    """A resolved.yaml (a JobSpec saved in a run directory, maybe edited by hand) through resolve's checks
+    again, as a fresh resolve: profile limits, the job name, the script's place, batch arithmetic. Its
+    profile and recipe are the layers; flags on the command line apply over them (a --set over the
+    recorded ones, --layout/--nodes/... over the recorded layout). A preset cannot apply: it was merged
+    into the recipe when the file was written."""
+    from hpclaunch.config.base import validate
+    from hpclaunch.config.profile import Profile
+    from hpclaunch.jobspec import load_jobspec
+
+    saved = load_jobspec(path)
+    if profile_ref and profile_ref != saved.profile.name:
+        raise ConfigError(f"it was resolved for profile {saved.profile.name!r}, not {profile_ref!r}", file=path,
+                          hint="resolve the recipe again to use another profile")
+    if cli.preset is not None:
+        raise ConfigError("--preset cannot apply to a resolved.yaml: its preset was merged into it", file=path,
+                          hint="resolve the recipe again with --preset")
+    profile = validate(Profile, saved.profile.model_dump(mode="json"), file=path)
+    recipe = saved.recipe.model_dump(mode="json")
+    src = RecipeSource(dir=Path(saved.recipe_dir), file=Path(path), data=recipe)
+    layout = cli.layout if cli.layout is not None else saved.layout
+    again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,
+                    name=cli.name or saved.name, retries=cli.retries or saved.retries,
+                    inject=cli.inject or saved.inject)
+    # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
+    # ones apply; all are recorded
+    spec = resolve_parts(profile, src, again)
+    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets)})

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpclaunch.paths import hpclaunch_home
+from hpclaunch.paths import expand, hpclaunch_home, writable_dir
 from hpclaunch.runfiles import SWEEP_SCRIPT, RunFiles, SweepFiles
 
 if TYPE_CHECKING:
@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 
 def run_root(spec: JobSpec) -> Path:
+    """Absolute: a relative run_root is taken from the current folder at submit time."""
     if spec.profile.run_root:
-        return Path(os.path.expandvars(spec.profile.run_root)).expanduser()
+        return expand(spec.profile.run_root, f"profile {spec.profile.name} run_root")
     return hpclaunch_home() / "runs"
 
 
@@ -40,7 +41,7 @@ def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
 
 def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> None:
     """Create `run_dir` holding `files`, a copy of the recipe folder and empty logs/ and metrics/."""
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    writable_dir(run_dir.parent, "run root")
     partial = run_dir.with_name(f".{run_dir.name}.partial")
     layout = RunFiles(partial)
     try:

@@ -76,6 +76,12 @@ def job_output_name(job_id: str) -> str:
     return f"job.{job_id}.out"
 
 
+def job_output_id(name: str) -> str | None:
+    """The job id in a ``job.<JOB>.out`` file name, else None."""
+    m = _JOB_OUTPUT.match(name)
+    return m.group(1) if m else None
+
+
 def rank_log_name(rank: int, restart: int) -> str:
     return f"rank-{rank}.restart-{restart}.log"
 

@@ -51,17 +51,25 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
 
 
 def submit(spec: JobSpec) -> Submission:
+    """The record is written (pending, naming the run directory) before the scheduler is asked and gets
+    the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
     from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
 
     prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:
-        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+        pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
-    registry.add(job_record(spec, job_id, scheduler.name, prepared.run_dir))
+    try:
+        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+    except BaseException:
+        pending.abandon()
+        remove_run_dir(prepared.run_dir)
+        raise
+    pending.complete(job_id)
     return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)
 
 

@@ -31,7 +31,9 @@ _CHUNK = 8 << 20
 
 def store_root(store: str) -> Path:
     """The store path of a profile (``~`` and ``$VARS`` expanded here, on the machine that reads it)."""
-    return Path(os.path.expandvars(store)).expanduser()
+    from hpclaunch.paths import expand
+
+    return expand(store, "assets.store")
 
 
 def repo_folder(repo_id: str) -> str:

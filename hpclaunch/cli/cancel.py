@@ -6,6 +6,7 @@ import click
 
 from hpclaunch import registry
 from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.errors import HpclaunchError
 from hpclaunch.schedulers import get_scheduler
 
 
@@ -15,6 +16,9 @@ from hpclaunch.schedulers import get_scheduler
 def cancel_cmd(job: str, as_json: bool) -> None:
     """Cancel JOB (every step and the batch script)."""
     record = registry.get(job)
+    if record.pending:
+        raise HpclaunchError(f"{record.job_id} is still being handed to the scheduler; it has no job id yet",
+                             hint="run `hpclaunch jobs` in a moment and cancel the job id it shows")
     get_scheduler(record.scheduler).cancel(record.job_id)
     if as_json:
         echo_json({"job_id": record.job_id, "cancelled": True})

@@ -12,6 +12,7 @@ from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
 from hpclaunch.config.profile import Profile
+from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.errors import HpclaunchError
 
 
@@ -28,6 +29,8 @@ def list_cmd(as_json: bool) -> None:
     for name, path in sorted(profile_files().items()):
         try:
             found.append((name, path, load_profile(str(path)), None))
+        except UnreadableFile as exc:
+            click.echo(f"hpclaunch: warning: skipped {exc.message}", err=True)
         except HpclaunchError as exc:
             found.append((name, path, None, exc.message.splitlines()[0]))
     if as_json:

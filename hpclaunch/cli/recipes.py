@@ -11,6 +11,7 @@ from hpclaunch.cli.options import echo_json, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
+from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.resolve import merge_recipe
 
@@ -28,11 +29,15 @@ def list_cmd(as_json: bool) -> None:
     for name, folder in sorted(recipe_dirs().items()):
         try:
             data = read_yaml(folder / "recipe.yaml")
+        except UnreadableFile as exc:
+            click.echo(f"hpclaunch: warning: skipped {exc.message}", err=True)
+            continue
         except HpclaunchError as exc:
             found.append({"name": name, "folder": str(folder), "error": exc.message})
             continue
         found.append({"name": name, "folder": str(folder), "launcher": data.get("launcher"), "task": data.get("task"),
-                      "presets": list(data.get("presets") or {}), "description": data.get("description", "")})
+                      "presets": [str(k) for k in presets] if isinstance(presets := data.get("presets"), dict) else [],
+                      "description": str(data.get("description", ""))})
     if as_json:
         echo_json(found)
         return

@@ -49,15 +49,35 @@ def stop_reason(r: registry.JobRecord) -> str | None:
         return None
 
 
+def _find_job(record: registry.JobRecord) -> str | None:
+    return get_scheduler(record.scheduler).find_job(Path(record.run_dir))
+
+
+def listed_records() -> list[registry.JobRecord]:
+    """Every record, after settling the pending records of interrupted submits; unreadable records are
+    skipped with one warning each."""
+    for line in registry.recover(_find_job):
+        click.echo(f"hpclaunch: warning: {line}", err=True)
+    bad: list[registry.RegistryError] = []
+    records = registry.all_records(bad)
+    for exc in bad:
+        click.echo(f"hpclaunch: warning: skipped {exc.message} ({exc.hint})", err=True)
+    return records
+
+
 def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
     """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
     by_sched: dict[str, list[str]] = defaultdict(list)
+    out: dict[str, JobStatus] = {}
     for r in records:
+        if r.pending:
+            out[r.job_id] = JobStatus(r.job_id, "SUBMITTING", reason="hpclaunch is handing it to the scheduler",
+                                      source="hpclaunch")
+            continue
         by_sched[r.scheduler].append(r.job_id)
         chain = retries(r)
         if chain:
             by_sched[r.scheduler].append(str(chain[-1]["to"]))
-    out: dict[str, JobStatus] = {}
     for name, ids in by_sched.items():
         out.update(get_scheduler(name).status(ids))
     return out
@@ -130,7 +150,7 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         one = registry.get(job)
         groups = [(one, sweep_elements(one))]
     else:
-        groups = grouped(registry.all_records())
+        groups = grouped(listed_records())
     if not groups and not as_json:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
@@ -200,7 +220,7 @@ def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], foun
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
     """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
-    groups = grouped(registry.all_records())
+    groups = grouped(listed_records())
     groups = groups[-limit:] if limit > 0 else groups
     found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:

@@ -114,13 +114,10 @@ def _follow(job_id: str) -> None:
 
 def _spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
     if is_jobspec_file(recipe):
-        from hpclaunch.jobspec import load_jobspec
+        from hpclaunch.resolve import resolve_again
 
-        spec = load_jobspec(recipe)
-        if profile and profile != spec.profile.name:
-            raise click.UsageError(f"{recipe} was resolved for profile {spec.profile.name!r}; "
-                                   "resolve the recipe again to use another profile")
-        return spec
+        # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
+        return resolve_again(recipe, cli, profile)
     if not profile:
         raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
     # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever

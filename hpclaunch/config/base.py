@@ -40,7 +40,9 @@ _skip_pydantic_plugin_scan()
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=True)
+    # inf and nan are refused in every float field (lr=inf would train to nan and save it)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=True,
+                              allow_inf_nan=False)
 
 
 #: A Slurm time string (``90``, ``04:00:00``, ``2-00:00:00``); a bare integer counts minutes.

@@ -73,6 +73,7 @@ def _dump(value: Any, as_json: bool) -> Any:
 # (model, validator name) -> the rule it runs, as in the pydantic models
 _FIELD_RULES: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("Partition", "_time"): rules.slurm_time,
+    ("Partition", "_devices"): rules.devices_per_node,
     ("Profile", "_env_strings"): rules.env_strings,
 }
 _MODEL_RULES: dict[tuple[str, str], Callable[[Any], None]] = {

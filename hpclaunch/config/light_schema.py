@@ -201,7 +201,7 @@ MODELS = {'JobSpec': {'fields': (('hpclaunch_version', ('str',), {}, ('input', '
                           ('max_time', ('slurmtime',), {}, ('input', '1-00:00:00')),
                           ('max_nodes', ('int',), {'ge': 1}, ('input', 1)),
                           ('gres', ('opt', ('str',)), {}, ('input', 'gpu'))),
-               'field_validators': (('_time', 'after', ('max_time',)),),
+               'field_validators': (('_devices', 'after', ('gpus_per_node',)), ('_time', 'after', ('max_time',))),
                'model_validators': ()},
  'Modules': {'fields': (('init', ('opt', ('str',)), {}, ('input', None)),
                         ('purge', ('bool',), {}, ('input', False)),

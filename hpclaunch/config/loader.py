@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.paths import search_dirs
+from hpclaunch.paths import expand, search_dirs
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -41,6 +41,14 @@ def _looks_like_path(ref: str) -> bool:
     return "/" in ref or ref.endswith((".yaml", ".yml")) or ref in (".", "..")
 
 
+def _user_path(ref: str, kind: str) -> Path:
+    """A path the user gave for a `kind`, expanded; too long a name is a ConfigError, not an OSError."""
+    if len(ref) > 4096 or any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in ref.split("/")):
+        raise ConfigError(f"{ref[:60]!r}... is too long for a {kind} name or path (a file name has at most "
+                          "255 bytes)", hint=f"pass the {kind} by its name or a shorter path")
+    return expand(ref, kind)
+
+
 def profile_files() -> dict[str, Path]:
     """Profile name -> file, user folders taking precedence over bundled ones."""
     found: dict[str, Path] = {}
@@ -52,7 +60,7 @@ def profile_files() -> dict[str, Path]:
 
 def find_profile(ref: str) -> Path:
     if _looks_like_path(ref):
-        path = Path(ref).expanduser()
+        path = _user_path(ref, "profile")
         if path.is_file():
             return path
         raise NotFoundError("profile file", ref)
@@ -102,14 +110,14 @@ class RecipeSource:
 
 def find_recipe(ref: str) -> Path:
     """The recipe folder for a path (folder or recipe.yaml) or a name (``gpt2``, ``recipes/gpt2``)."""
-    path = Path(ref).expanduser()
+    path = _user_path(ref, "recipe")
     if path.is_file() and path.name == RECIPE_FILE:
         return path.parent.resolve()
     if (path / RECIPE_FILE).is_file():
         return path.resolve()
     dirs = recipe_dirs()
-    name = path.name
-    if name in dirs and (not _looks_like_path(ref) or path.parent.name == "recipes"):
+    name = Path(ref).name
+    if name in dirs and (not _looks_like_path(ref) or Path(ref).parent.name == "recipes"):
         return dirs[name].resolve()
     if path.exists():
         raise ConfigError(f"no {RECIPE_FILE} in this folder", file=str(path))
@@ -127,9 +135,9 @@ def load_recipe_source(ref: str) -> RecipeSource:
 def is_jobspec_file(ref: str) -> bool:
     """Whether `ref` is a resolved.yaml (a JobSpec saved in a run directory) rather than a recipe."""
     p = Path(ref)
-    if not p.is_file() or p.suffix not in (".yaml", ".yml") or p.name == "recipe.yaml":
-        return False
     try:
+        if not p.is_file() or p.suffix not in (".yaml", ".yml") or p.name == "recipe.yaml":
+            return False
         return "hpclaunch_version" in read_yaml(p)
     except Exception:
         return False

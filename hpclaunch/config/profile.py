@@ -42,6 +42,11 @@ class Partition(StrictModel):
     def _time(cls, v: str) -> str:
         return rules.slurm_time(v)
 
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _devices(cls, v: int) -> int:
+        return rules.devices_per_node(v)
+
 
 class Modules(StrictModel):
     init: str | None = Field(None, description="shell file sourced so that `module` works in batch jobs")

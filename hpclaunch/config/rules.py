@@ -28,6 +28,15 @@ VISIBLE_DEVICES_VAR: dict[str, str | None] = {
 }
 
 
+# Devices per node a vendor's runtime accepts, where it restricts them (Ascend: HCCL's rank tables and
+# the 8-device boards take 1, 2, 4 or 8 per node; a 3-device node fails at initialisation).
+DEVICES_PER_NODE: dict[str, tuple[int, ...]] = {"npu": (1, 2, 4, 8)}
+
+# No node has more devices than this (8 is usual, 16 rare); a larger number is a typo (80 for 8) that would
+# otherwise reach the scheduler and start that many ranks on one node.
+MAX_DEVICES_PER_NODE = 64
+
+
 # --- value checks (raise ValueError with the message the user sees) --------------------------------
 
 
@@ -41,8 +50,22 @@ def slurm_time(value: str) -> str:
     return value
 
 
+def devices_per_node(value: int) -> int:
+    if value > MAX_DEVICES_PER_NODE:
+        raise ValueError(f"{value} devices per node is more than any node has (at most {MAX_DEVICES_PER_NODE}; "
+                         "8 is usual): a typo?")
+    return value
+
+
 def env_strings(value: object) -> object:
+    """Environment values: text, numbers and booleans become text; a list, a mapping or null is refused
+    (its Python spelling would reach the job's environment)."""
     if isinstance(value, dict):
+        for k, val in value.items():
+            if val is None or isinstance(val, list | dict | tuple):
+                shown = "null" if val is None else type(val).__name__
+                raise ValueError(f"the value of {k!r} is a {shown}; an environment variable holds text: "
+                                 "write it as a quoted string")
         return {str(k): str(val) for k, val in value.items()}
     return value
 
@@ -82,6 +105,9 @@ def launcher_sections(r: Any) -> None:
         raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {r.launcher})")
     if r.msrun is not None and r.launcher != "msrun":
         raise ValueError(f"an msrun section needs launcher: msrun (launcher is {r.launcher})")
+    if r.parallel is not None and r.launcher != "msrun":
+        raise ValueError(f"a parallel section (MindSpore's data/model/pipeline parallel) needs launcher: msrun; "
+                         f"{r.launcher} runs plain data parallelism and would ignore it: remove the section")
 
 
 # --- behaviour (methods and properties), mixed into the pydantic models and the light records ------

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.config.rules import VISIBLE_DEVICES_VAR
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.shell import ShellExpr, join, quote
 
@@ -26,13 +27,18 @@ Word = str | ShellExpr
 def device_visibility(spec: JobSpec) -> list[str]:
     """Shell lines that make each node's devices visible under the accelerator's own variable.
 
-    Slurm's gres plugin sets CUDA_VISIBLE_DEVICES for the allocated GPUs; MUSA and Ascend read their
-    own variables, which are set from it (or to all devices of the node when Slurm set nothing).
+    Slurm's gres plugin sets CUDA_VISIBLE_DEVICES for the allocated GPUs; MUSA reads its own variable,
+    set from it. Slurm sets nothing an Ascend runtime reads for an `npu` GRES: its devices come from the
+    indices the scheduler allocated (HPCLAUNCH_DEVICES, exported by the scheduler's step part), else from
+    CUDA_VISIBLE_DEVICES. With neither, every device of the node (the job has the node to itself).
     """
     var = spec.profile.visible_devices_var
     if var is None:
         return []
     every = ",".join(str(i) for i in range(spec.gpus_per_node))
+    if var == VISIBLE_DEVICES_VAR["npu"]:
+        # a literal line (no user value in it): the nested default is more than a ShellExpr allows
+        return [f'export {var}="${{HPCLAUNCH_DEVICES:-${{CUDA_VISIBLE_DEVICES:-{every}}}}}"']
     return [f"export {var}={quote(ShellExpr('${CUDA_VISIBLE_DEVICES:-' + every + '}'))}"]
 
 

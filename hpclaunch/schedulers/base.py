@@ -79,3 +79,10 @@ class Scheduler(ABC):
     @abstractmethod
     def cancel(self, job_id: str) -> None:
         """Stop the job."""
+
+    def find_job(self, run_dir: Path) -> str | None:
+        """The id of the job queued from `run_dir` (for a submit killed before it recorded the id), None
+        when none was; raise HpclaunchError when this scheduler cannot tell."""
+        from hpclaunch.errors import HpclaunchError
+
+        raise HpclaunchError(f"the {self.name} scheduler cannot tell which job runs from {run_dir}")

@@ -137,20 +137,24 @@ class LocalScheduler(Scheduler):
         state = _state_dir(run_dir)
         try:
             info = json.loads((state / "job.json").read_text())
-        except (OSError, ValueError):
+            started, pgid = float(info["started"]), int(info["pgid"])
+        except (OSError, ValueError, TypeError, KeyError):
             return self._not_started(job_id, record, state)
-        elapsed = f"{int(time.time() - info['started'])}s"
         if (state / "cancelled").exists():
             return JobStatus(job_id, "CANCELLED", exit_code=None, nodes="localhost", source="local")
-        code_file = state / "exitcode"
-        if code_file.exists():
-            code = int(code_file.read_text().strip() or 1)
-            return JobStatus(job_id, "COMPLETED" if code == 0 else "FAILED", exit_code=f"{code}:0",
-                             nodes="localhost", source="local")
-        if _alive(info["pgid"]):
-            return JobStatus(job_id, "RUNNING", nodes="localhost", elapsed=elapsed, source="local")
-        return JobStatus(job_id, "FAILED", reason="the job's process group vanished", nodes="localhost",
-                         source="local")
+        ended = _exit_code(state)
+        if ended is None and _alive(pgid):
+            return JobStatus(job_id, "RUNNING", nodes="localhost", elapsed=f"{int(time.time() - started)}s",
+                             source="local")
+        if ended is None:
+            # the wrapper writes the exit code, then its group ends: read it again now that the group is
+            # known to be gone, or a job that ended between the two looks as if it vanished
+            ended = _exit_code(state)
+        if ended is None:
+            return JobStatus(job_id, "FAILED", reason="the job's process group vanished", nodes="localhost",
+                             source="local")
+        return JobStatus(job_id, "COMPLETED" if ended == 0 else "FAILED", exit_code=f"{ended}:0",
+                         nodes="localhost", source="local")
 
     def _not_started(self, job_id: str, record: registry.JobRecord, state: Path) -> JobStatus:
         """A sweep's element that its supervisor has not started (yet): PENDING while the sweep runs."""
@@ -167,16 +171,41 @@ class LocalScheduler(Scheduler):
         return {j: self._one(j) for j in job_ids}
 
     def cancel(self, job_id: str) -> None:
-        run_dir = Path(registry.get(job_id).run_dir)
+        record = registry.get(job_id)
+        run_dir = Path(record.run_dir)
         try:
-            info = json.loads((_state_dir(run_dir) / "job.json").read_text())
-        except (OSError, ValueError):  # a sweep's element not started yet: it never will be
-            _mark_cancelled(run_dir)
-            return
-        if not _alive(info["pgid"]):
+            pgid = int(json.loads((_state_dir(run_dir) / "job.json").read_text())["pgid"])
+        except (OSError, ValueError, TypeError, KeyError):
+            if not run_dir.is_dir():
+                raise HpclaunchError(
+                    f"cannot cancel local job {job_id}: its run directory {run_dir} is gone, and with it the "
+                    "record of the job's process group",
+                    hint=f"if it still runs, find it with `ps -eo pgid,args | grep {run_dir.name}` and stop "
+                         "it with `kill -- -PGID`") from None
+            if (record.sweep or {}).get("id") not in (None, job_id):
+                _mark_cancelled(run_dir)  # a sweep's element not started yet: it never will be
+                return
+            raise HpclaunchError(f"cannot cancel local job {job_id}: {_state_dir(run_dir) / 'job.json'} is "
+                                 "missing or unreadable, so its process group is unknown") from None
+        if not _alive(pgid):
             return
         _mark_cancelled(run_dir)
-        _stop_group(info["pgid"])
+        _stop_group(pgid)
+
+    def find_job(self, run_dir: Path) -> str | None:
+        try:
+            return str(json.loads((_state_dir(run_dir) / "job.json").read_text())["job_id"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+
+def _exit_code(state: Path) -> int | None:
+    """The job script's exit code, once the wrapper has written it (atomically: rename)."""
+    try:
+        text = (state / "exitcode").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else 1
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
 def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> list[str]:
-    """The #SBATCH options, sorted, each value quoted for Slurm's own parser. array: ``0-N%K`` for a sweep's
-    array script (`run_dir` is then the sweep folder, where the array script writes its own output)."""
+    """The #SBATCH options, sorted, each value quoted for Slurm's own parser (sbatch's, not a shell: it takes
+    quotes as a shell does, and a backslash as an escape of the next character, inside quotes too). array:
+    ``0-N%K`` for a sweep's array script (`run_dir` is then the sweep folder, where the array script writes
+    its own output)."""
     part = spec.partition_spec
     opts: dict[str, str | None] = {
         "job-name": spec.name,
@@ -60,7 +62,9 @@ def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> li
         if value is not None and ("\n" in value or "\r" in value):
             raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
                               f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
-    return [f"--{k}" if v is None else f"--{k}={quote(v)}" for k, v in sorted(opts.items())]
+    # sbatch reads a backslash in an #SBATCH line as an escape, inside quotes too: doubled, it arrives whole
+    return [f"--{k}" if v is None else f"--{k}={quote(v).replace(chr(92), chr(92) * 2)}"
+            for k, v in sorted(opts.items())]
 
 
 
@@ -169,3 +173,20 @@ class SlurmScheduler(Scheduler):
 
     def cancel(self, job_id: str) -> None:
         cmd.run(["scancel", "--full", str(job_id)])
+
+    def find_job(self, run_dir: Path) -> str | None:
+        """From the job's output file (it started), else from squeue: the job whose batch script is this
+        run directory's (still queued). Raises CommandError when squeue cannot be asked."""
+        from hpclaunch.runfiles import job_output_id
+
+        files = RunFiles(run_dir)
+        for out in reversed(files.job_outputs()):
+            job_id = job_output_id(out.name)
+            if job_id and job_id.isdigit():
+                return job_id
+        proc = cmd.run(["squeue", "--noheader", "--me", "--format=%i|%o"])
+        for line in proc.stdout.splitlines():
+            job_id, _, command = line.partition("|")
+            if command.strip() == str(files.script):
+                return job_id.strip()
+        return None

@@ -90,7 +90,9 @@ def test_one_msrun_per_node_with_the_neutral_node_rank(hpc_home):
 
 def test_ascend_makes_npus_visible_and_uses_recipe_timeout(hpc_home):
     _, rendered = _rendered(hpc_home, "ascend-910", "7b", "2n8g")
-    assert 'export ASCEND_RT_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1,2,3,4,5,6,7}"' in rendered.script
+    assert 'export ASCEND_RT_VISIBLE_DEVICES="${HPCLAUNCH_DEVICES:-${CUDA_VISIBLE_DEVICES:-0,1,2,3,4,5,6,7}}"' in (
+        rendered.script
+    )
     assert "msrun --worker_num=16 --local_worker_num=8" in rendered.script
     assert "--cluster_time_out=7200" in rendered.script
     assert "conda activate mindspore" in rendered.script
