@@ -51,6 +51,7 @@ LOGS = "logs"
 METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_PREFIX = "step-"  # checkpoints/step-<8-digit step>/
+MODEL_FILES = "model"  # the model's config.json and tokenizer files, written once by rank 0 (for export)
 PROGRESS = "progress"
 MSRUN_LOGS = "msrun"
 SWEEP_SCRIPT = "sweep.sbatch"
@@ -165,6 +166,10 @@ class RunFiles:
     @property
     def checkpoints(self) -> Path:
         return self.root / CHECKPOINTS
+
+    @property
+    def model_files(self) -> Path:
+        return self.root / MODEL_FILES
 
     def scheduler_state(self, scheduler: str) -> Path:
         return self.root / scheduler

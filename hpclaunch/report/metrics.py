@@ -19,6 +19,7 @@ class Metrics:
     path: Path
     train: list[dict] = field(default_factory=list)  # one per step, ordered by step
     evals: list[dict] = field(default_factory=list)
+    model: dict | None = None  # the "model" record written after the load (parameters, bytes held per rank)
     skipped: int = 0
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
@@ -49,6 +50,8 @@ def load(path: Path) -> Metrics:
                 continue
             if "eval_loss" in rec or "perplexity" in rec:
                 m.evals.append(rec)
+            elif rec.get("kind") == "model":
+                m.model = rec
             elif isinstance(rec.get("step"), int) and "loss" in rec:
                 by_step[rec["step"]] = rec
             else:
@@ -83,6 +86,8 @@ def summary(m: Metrics) -> dict:
             out["peak_mem_bytes"] = max(mem)
         if "lr" in last:
             out["last_lr"] = last["lr"]
+    if m.model:
+        out.update({k: m.model[k] for k in ("params", "param_bytes", "held_param_bytes") if k in m.model})
     if m.evals:
         ev = m.evals[-1]
         out.update({k: ev[k] for k in ("eval_loss", "perplexity") if k in ev})
@@ -109,7 +114,7 @@ def last_metrics(run_dir: Path) -> dict | None:
             continue
         if "eval_loss" in rec or "perplexity" in rec:
             evals = evals or rec
-        elif "step" in rec:
+        elif "step" in rec and rec.get("kind") != "model":
             return {**rec, **{k: v for k, v in evals.items() if k != "step"}}
     return evals or None
 

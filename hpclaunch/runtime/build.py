@@ -2,16 +2,24 @@
 
 Generated assets are deterministic (fixed seed, fixed corpus) and cached in the store, so every
 launcher (torchrun/DDP, DeepSpeed ZeRO-1/2/3) starts from the very same weights.
+
+Under ZeRO-3 the model is partitioned while it loads: transformers' `HfDeepSpeedConfig` (kept alive for
+the job's life) makes `from_pretrained` build it inside `deepspeed.zero.Init` and load each rank's shard,
+so no rank ever holds the whole model (Mixtral-8x7B is 93 GB in bf16). Each rank records what it holds
+right after the load in its metrics (kind "model").
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
+from hpclaunch.runtime.metrics import MetricsWriter, full_numel
 from hpclaunch.runtime.overrides import apply_overrides, read_override, set_dropout
 
 if TYPE_CHECKING:
@@ -26,6 +34,7 @@ if TYPE_CHECKING:
     from hpclaunch.config.recipe import ModelSpec
     from hpclaunch.jobspec import JobSpec
     from hpclaunch.runtime.distributed import Dist
+    from hpclaunch.runtime.job import Job
 
 _BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _EOS = "<|endoftext|>"
@@ -139,9 +148,29 @@ def _auto_class(task: str) -> type[AutoModelForCausalLM] | type[AutoModelForMask
     return AutoModelForMaskedLM if task == "masked-lm" else AutoModelForCausalLM
 
 
-def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist) -> tuple[PreTrainedModel, list[str]]:
-    """(model in fp32 on the CPU, config changes). Weights: the staged checkpoint, or a random init
-    with the job's seed built once by rank 0 and cached in the store."""
+_ZERO3: list[Any] = []  # the HfDeepSpeedConfig of this process: transformers holds only a weak reference
+
+
+def zero3_at_load(deepspeed_config: Path | None) -> bool:
+    """Under ZeRO-3 (stage 3 in the job's ds_config.json), make transformers partition the model while it
+    loads (`deepspeed.zero.Init`), for the rest of the process's life. False for any other stage."""
+    if deepspeed_config is None:
+        return False
+    config = json.loads(Path(deepspeed_config).read_text())
+    if int(config.get("zero_optimization", {}).get("stage", 0)) != 3:
+        return False
+    if not _ZERO3:
+        from transformers.integrations import HfDeepSpeedConfig
+
+        _ZERO3.append(HfDeepSpeedConfig(config))
+    return True
+
+
+def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
+               deepspeed_config: Path | None = None) -> tuple[PreTrainedModel, list[str]]:
+    """(model in fp32, config changes). Weights: the staged checkpoint, or a random init with the job's
+    seed built once by rank 0 and cached in the store. With a ZeRO-3 `deepspeed_config` the model comes
+    back partitioned over the ranks (each holds its shard); otherwise whole, on the CPU."""
     import torch
 
     m = _model_spec(spec)
@@ -153,19 +182,21 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist) -> tu
     if m.source == "generate":
         seed = spec.recipe.train.seed
 
-        def build(out: Path) -> None:
+        def build(out: Path) -> None:  # rank 0 alone: before ZeRO-3's collective init is switched on
             torch.manual_seed(seed)
             auto.from_config(config).save_pretrained(out)
 
         key = fingerprint("model", spec.recipe.task, config.to_dict(), seed, 1)
         path = generated(job_store(spec), "models", key, build, d)
-        model = auto.from_pretrained(path, config=config, dtype=torch.float32)
     else:
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
-        model = auto.from_pretrained(path, config=config, dtype=torch.float32)
+    zero3_at_load(deepspeed_config)
+    model = auto.from_pretrained(path, config=config, dtype=torch.float32)
+    if m.source != "generate":
         embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
-        if len(tokenizer) > embeddings.shape[0]:
+        rows = getattr(embeddings, "ds_shape", embeddings.shape)[0]  # ZeRO-3: the full shape, not the shard's
+        if len(tokenizer) > rows:
             model.resize_token_embeddings(len(tokenizer))
     # Name the loss: transformers finds it from the class name, which GPT2LMHeadModel does not carry, and
     # then warns "`loss_type=None` ... unrecognized" on every rank of every run.
@@ -173,14 +204,36 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist) -> tu
     return model, changes
 
 
+def held_bytes(model: PreTrainedModel) -> tuple[int, int, int]:
+    """(parameters, bytes of parameters this rank holds, bytes of the whole model's parameters): under
+    ZeRO-3 a rank holds its shard (`ds_tensor`), elsewhere the whole tensor."""
+    count = held = total = 0
+    for p in model.parameters():
+        n = full_numel(p)
+        count += n
+        total += n * p.element_size()
+        shard = getattr(p, "ds_tensor", None)
+        held += shard.numel() * shard.element_size() if shard is not None else p.numel() * p.element_size()
+    return count, held, total
+
+
 def load_tokenizer_and_model(
-    spec: JobSpec, d: Dist, log: Callable[[str], None]
+    j: Job, d: Dist, log: Callable[[str], None]
 ) -> tuple[PreTrainedTokenizerBase, str, PreTrainedModel]:
     """The tokenizer (and where it came from, which keys the data cache) and the model, logging the
-    config changes made by overrides and the parameter count."""
-    tokenizer, tokenizer_src = load_tokenizer(spec, d)
-    model, changes = load_model(spec, tokenizer, d)
+    config changes made by overrides and the parameter count; each rank records in its metrics the
+    parameter bytes it holds right after the load (ZeRO-3: its shard)."""
+    tokenizer, tokenizer_src = load_tokenizer(j.spec, d)
+    model, changes = load_model(j.spec, tokenizer, d, j.deepspeed_config)
     for change in changes:
         log(f"config {change}")
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    if d.is_main:  # what `hpclaunch export` needs besides the weights (config, tokenizer): a few kB
+        folder = RunFiles(j.run_dir).model_files
+        model.config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    count, held, total = held_bytes(model)
+    MetricsWriter(j.run_dir, d.rank).write("model", params=count, param_bytes=total, held_param_bytes=held,
+                                           world_size=d.world_size)
+    shard = f", partitioned at load: this rank holds {held / 2**20:.1f} of {total / 2**20:.1f} MiB"
+    log(f"model: {count / 1e6:.2f}M parameters" + (shard if held < total else ""))
     return tokenizer, tokenizer_src, model

@@ -3,6 +3,7 @@
     {"kind": "train", "step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s",
      "peak_mem_bytes", "mfu", "rank", "world_size", "time"}
     {"kind": "eval", "step", "eval_loss", "perplexity", "rank", "time"}
+    {"kind": "model", "params", "param_bytes", "held_param_bytes", "world_size", "rank", "time"}  (after load)
 
 `tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
 utilisation per device (null when the partition's `peak_tflops` is unknown).
@@ -22,16 +23,21 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
+def full_numel(p: torch.Tensor) -> int:
+    """Elements of the whole parameter, also when ZeRO-3 has partitioned it (then `numel()` is 0)."""
+    return int(getattr(p, "ds_numel", 0) or p.numel())
+
+
 def flops_per_token(model: PreTrainedModel, seq_len: int) -> float:
     """Training FLOPs per token: 6 N + 12 L H T (PaLM appendix B; N = non-embedding parameters)."""
     cfg = model.config
     layers = getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "n_layer", 0)
     hidden = getattr(cfg, "hidden_size", 0) or getattr(cfg, "n_embd", 0)
-    emb = cast("torch.Tensor", model.get_input_embeddings().weight).numel()  # typed Tensor | Module by torch
-    n = sum(p.numel() for p in model.parameters()) - emb
+    emb = full_numel(cast("torch.Tensor", model.get_input_embeddings().weight))  # typed Tensor | Module by torch
+    n = sum(full_numel(p) for p in model.parameters()) - emb
     if getattr(cfg, "num_local_experts", None):  # MoE: only the routed experts run per token
         share = cfg.num_experts_per_tok / cfg.num_local_experts
-        experts = sum(p.numel() for name, p in model.named_parameters() if ".experts." in name)
+        experts = sum(full_numel(p) for name, p in model.named_parameters() if ".experts." in name)
         n -= experts * (1 - share)
     return 6 * n + 12 * layers * hidden * seq_len
 

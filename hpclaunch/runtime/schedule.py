@@ -42,9 +42,10 @@ def make_optimizer(model: torch.nn.Module, train: TrainSpec, device_type: str) -
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
+    matrix = [len(getattr(p, "ds_shape", p.shape)) >= 2 for p in params]  # ZeRO-3 shards are flat: ds_shape
     groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": train.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        {"params": [p for p, m in zip(params, matrix, strict=True) if m], "weight_decay": train.weight_decay},
+        {"params": [p for p, m in zip(params, matrix, strict=True) if not m], "weight_decay": 0.0},
     ]
     kwargs: dict[str, Any] = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
     hyper: dict[str, Any] = {"lr": train.lr, "betas": tuple(train.adam_betas), "eps": train.adam_eps}

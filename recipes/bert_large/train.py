@@ -33,7 +33,7 @@ def main() -> None:
     )
 
     # 2. Tokenizer (WordPiece) and BertForMaskedLM: staged (full) or generated and cached (tiny).
-    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(j, d, log)
 
     # 3. Data: blocks of seq_len tokens (each record is [CLS] ... [SEP]), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)

@@ -30,7 +30,7 @@ def main() -> None:
     log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")
 
     # 2. Tokenizer and model: staged in the store (full) or generated and cached there (tiny).
-    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(j, d, log)
 
     # 3. Data: tokenized and grouped into blocks of seq_len once (cached), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)

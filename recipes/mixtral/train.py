@@ -1,10 +1,12 @@
 """Mixtral (mixture of experts) causal language model with DeepSpeed ZeRO-3 (seed 000).
 
     hpclaunch submit recipes/mixtral --profile local --preset tiny --follow         # CPU, seconds
-    hpclaunch submit recipes/mixtral --profile musa-s4000 --layout 1n8g             # Mixtral-8x7B, shrunk
+    hpclaunch submit recipes/mixtral --profile guangzhou-a800                       # Mixtral-8x7B, 4n8g
+    hpclaunch submit recipes/mixtral --profile musa-s4000 --preset shrunk           # seed 000's shrink
 
-The full preset shrinks Mixtral-8x7B with override_config.json the way seed 000 did (one hidden
-layer); an unknown or mistyped key there stops the job with a message naming it. Under ZeRO-3 the
+The full preset is Mixtral-8x7B at its real size, partitioned by ZeRO-3 while it loads. The shrunk preset
+shrinks it with override_config.json the way seed 000 did (one hidden layer); an unknown or mistyped key
+there stops the job with a message naming it. Under ZeRO-3 the
 MoE block (MixtralSparseMoeBlock) is a leaf module: its experts are gathered whole, since each token
 uses only some of them and per-expert gathers would differ between ranks and hang.
 """
@@ -31,7 +33,7 @@ def main() -> None:
     )
 
     # 2. Tokenizer and MixtralForCausalLM; override_config.json applied to the config first.
-    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(spec, d, log)
+    tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(j, d, log)
 
     # 3. Data: blocks of seq_len tokens, sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)

@@ -80,6 +80,31 @@ def gpt2_ddp(home) -> Path:
     return submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK)
 
 
+def job_of(home: Path, run_dir: Path) -> str:
+    found = [r["job_id"] for r in map(json.loads, (p.read_text() for p in (home / "registry").glob("*.json")))
+             if r["run_dir"] == str(run_dir)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def check_export(home: Path, run_dir: Path) -> None:
+    """`hpclaunch export` gives a folder that transformers loads whole (no missing or unexpected weights)."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    proc = subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", "export", job_of(home, run_dir), "--json"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HPCLAUNCH_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = json.loads(proc.stdout.splitlines()[-1])
+    (model_rec,) = records(run_dir, "model")
+    assert done["params"] == model_rec["params"]
+    auto = AutoModelForMaskedLM if "bert" in run_dir.name else AutoModelForCausalLM
+    model, info = auto.from_pretrained(done["folder"], output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert sum(p.numel() for p in model.parameters()) == model_rec["params"]
+    ids = AutoTokenizer.from_pretrained(done["folder"])("To be, or not to be", return_tensors="pt").input_ids
+    assert model(input_ids=ids, labels=ids).loss.isfinite()
+
+
 def check_trained(run_dir: Path, world: int = 2) -> None:
     for rank in range(world):
         train = records(run_dir, rank=rank)
@@ -95,10 +120,11 @@ def check_trained(run_dir: Path, world: int = 2) -> None:
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [f"step-{train[-1]['step']:08d}"]
 
 
-def test_gpt2_tiny_trains_under_ddp(gpt2_ddp):
+def test_gpt2_tiny_trains_under_ddp(home, gpt2_ddp):
     check_trained(gpt2_ddp)
     log = (gpt2_ddp / "logs" / "rank-0.restart-0.log").read_text()
     assert "2 rank(s) on cpu/gloo" in log and "DDP" in log
+    check_export(home, gpt2_ddp)  # a DDP checkpoint, GPT-2's tied embeddings stored once
 
 
 # 10 steps, logged every 2, no intermediate checkpoint: enough to see the loss fall
@@ -115,9 +141,15 @@ def test_deepspeed_tiny_recipe_trains(home, recipe):
     )
     check_trained(run_dir)
     assert "DeepSpeed ZeRO-3" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+    # ZeRO-3 partitions while loading: right after the load each of the 2 ranks holds half the parameters
+    for rank in (0, 1):
+        (model,) = records(run_dir, "model", rank=rank)
+        assert model["world_size"] == 2 and model["params"] > 0
+        assert model["held_param_bytes"] == pytest.approx(model["param_bytes"] / 2, rel=0.01), model
+    check_export(home, run_dir)  # the ZeRO-3 shards consolidated into one Hugging Face folder
 
 
-@pytest.mark.parametrize("stage", [1, 2])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_gpt2_parity_ddp_vs_deepspeed_zero(home, gpt2_ddp, stage):
     run_dir = submit(
         home,

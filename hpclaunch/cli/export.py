@@ -1,0 +1,45 @@
+"""hpclaunch export JOB"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hpclaunch import registry
+from hpclaunch.cli.options import echo_json, json_option
+
+
+@click.command("export")
+@click.argument("job")
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+              help="the folder to write (default: RUN_DIR/export/step-<N>)")
+@click.option("--step", type=int, default=None, help="the checkpoint of this step (default: the newest)")
+@click.option("--max-shard-size", default="5GB", show_default=True, help="largest safetensors file")
+@json_option
+def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str, as_json: bool) -> None:
+    """Write JOB's checkpoint as a Hugging Face model folder that `from_pretrained` loads.
+
+    \b
+    Examples:
+      hpclaunch export 12345                       # newest checkpoint -> RUN_DIR/export/step-<N>
+      hpclaunch export 12345 --step 500 -o mixtral-step500
+    DeepSpeed checkpoints of every ZeRO stage are consolidated to fp32 (the login node needs 4 bytes per
+    parameter of memory)."""
+    from hpclaunch.export import checkpoint, export
+
+    run_dir = Path(registry.get(job).run_dir)
+    if out is None:
+        _, found = checkpoint(run_dir, step)
+        out = run_dir / "export" / f"step-{found:08d}"
+    done = export(run_dir, out, step, max_shard_size)
+    if as_json:
+        echo_json({"job_id": job, "folder": str(done.folder), "checkpoint": str(done.checkpoint),
+                   "step": done.step, "tensors": done.tensors, "params": done.params})
+    else:
+        click.echo(f"exported step {done.step} of job {job} ({done.params / 1e6:.2f}M parameters) to {done.folder}")
+        click.echo(f"  load it with from_pretrained({str(done.folder)!r})")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(export_cmd)
