@@ -61,3 +61,12 @@ class JobFailed(HpclaunchError):
     """A followed job ended in a state other than COMPLETED."""
 
     exit_code = 1
+
+
+class NoPlan(HpclaunchError):
+    """The memory plan cannot be made here: the model's config is not staged, torch is missing, or the
+    model is of a kind the planner does not know."""
+
+
+class DoesNotFit(LimitError):
+    """The memory plan says the job needs more memory per device than the partition's devices have."""

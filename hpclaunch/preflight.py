@@ -6,7 +6,7 @@ SOFT only warn in a non-strict preflight (a dry run): the script is still render
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -106,17 +106,27 @@ def _assets_staged(spec: JobSpec) -> None:
     check_job_assets(spec)
 
 
-CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _assets_staged]
-SOFT: set[Check] = {_python_env_visible, _assets_staged}  # a dry run warns; a real submit refuses
+def fits_devices(spec: JobSpec) -> None:
+    """The memory plan (hpclaunch/plan/, docs/plan.md) fits the partition's device memory. Skipped with
+    `submit --skip-fit-check`; silent where the partition gives no gpu_memory_gb or no plan can be made."""
+    from hpclaunch.plan import check_fit
+
+    check_fit(spec)
 
 
-def preflight(spec: JobSpec, *, strict: bool = True) -> list[str]:
-    """Run every check. Strict: the first failure raises. Not strict: failures of SOFT checks are
-    returned as warnings (one message each) and the others still raise."""
+CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _assets_staged, fits_devices]
+SOFT: set[Check] = {_python_env_visible, _assets_staged, fits_devices}  # a dry run warns; a real submit refuses
+
+
+def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:
+    """Run every check but those in `skip`. Strict: the first failure raises. Not strict: failures of SOFT
+    checks are returned as warnings (one message each) and the others still raise."""
     from hpclaunch.errors import HpclaunchError
 
     warnings: list[str] = []
     for check in CHECKS:
+        if check in skip:
+            continue
         try:
             check(spec)
         except HpclaunchError as exc:

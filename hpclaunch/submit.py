@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.preflight import preflight
+from hpclaunch.preflight import fits_devices, preflight
 from hpclaunch.render.render import render
 from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.runfiles import RunFiles
@@ -35,14 +35,16 @@ class Submission:
         return RunFiles(self.run_dir).script
 
 
-def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = False) -> Submission:
+def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = False,
+            skip_fit_check: bool = False) -> Submission:
     """Strict (what submit uses): every preflight check must pass. Not strict (a plain dry run):
-    soft checks such as staged assets become `warnings` and the script is still rendered."""
+    soft checks such as staged assets become `warnings` and the script is still rendered.
+    skip_fit_check: no memory-plan check (submit --skip-fit-check)."""
     if check_scheduler:
         from hpclaunch.schedulers import get_scheduler  # a dry run needs no scheduler (nor its imports)
 
         get_scheduler(spec.profile.scheduler).check_available()
-    warnings = preflight(spec, strict=strict)
+    warnings = preflight(spec, strict=strict, skip=(fits_devices,) if skip_fit_check else ())
     run_dir = new_run_dir(spec)
     job_spec = with_recipe_copy(spec, run_dir)
     rendered = render(job_spec, run_dir)
@@ -50,13 +52,13 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
-def submit(spec: JobSpec) -> Submission:
+def submit(spec: JobSpec, *, skip_fit_check: bool = False) -> Submission:
     """The record is written (pending, naming the run directory) before the scheduler is asked and gets
     the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
     from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
 
-    prepared = dry_run(spec, check_scheduler=True, strict=True)
+    prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:
         pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))

@@ -158,9 +158,9 @@ def resolve_elements(recipe: str, profile: str, cli: CliOverrides, axes: Sequenc
 
 
 def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, *, check_scheduler: bool = False,
-            strict: bool = False) -> SweepSubmission:
+            strict: bool = False, skip_fit_check: bool = False) -> SweepSubmission:
     """Check and render every element, then write the sweep folder (complete or not at all)."""
-    from hpclaunch.preflight import preflight
+    from hpclaunch.preflight import fits_devices, preflight
     from hpclaunch.render.render import render, render_sweep
     from hpclaunch.rundir import new_sweep_dir, with_recipe_copy, write_sweep_dir
     from hpclaunch.schedulers import get_scheduler
@@ -177,7 +177,8 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     for index, (values, spec) in enumerate(elements):
         run_dir = folder.element(index)
         try:
-            warnings.update(dict.fromkeys(preflight(spec, strict=strict)))
+            skip = (fits_devices,) if skip_fit_check else ()
+            warnings.update(dict.fromkeys(preflight(spec, strict=strict, skip=skip)))
             job_spec = with_recipe_copy(spec, run_dir)
             rendered = render(job_spec, run_dir)
         except HpclaunchError as exc:
@@ -192,14 +193,15 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     return SweepSubmission(sweep_dir, script, tuple(done), keys, max_parallel, None, tuple(warnings))
 
 
-def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None) -> SweepSubmission:
+def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, *,
+           skip_fit_check: bool = False) -> SweepSubmission:
     """dry_run + one job array; records the sweep and each element. A refused array leaves nothing behind."""
     from hpclaunch import registry
     from hpclaunch.rundir import remove_run_dir
     from hpclaunch.schedulers import get_scheduler
     from hpclaunch.submit import job_record
 
-    prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True)
+    prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     first = prepared.elements[0].spec
     scheduler = get_scheduler(first.profile.scheduler)
     try:

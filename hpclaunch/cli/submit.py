@@ -40,11 +40,13 @@ if TYPE_CHECKING:
                    "e.g. train.lr=1e-4,3e-4")
 @click.option("--max-parallel", type=click.IntRange(1), default=None, metavar="K",
               help="with --sweep: run at most K elements at a time (default: all)")
+@click.option("--skip-fit-check", is_flag=True,
+              help="queue it even when the memory plan says it does not fit its devices (docs/plan.md)")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, as_json: bool) -> None:
+               max_parallel: int | None, skip_fit_check: bool, as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -57,11 +59,16 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     if sweeps or max_parallel is not None:
         from hpclaunch.cli.sweeps import submit_sweep
 
-        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json)
+        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
+                     skip_fit_check=skip_fit_check)
         return
-    spec = _spec(recipe, profile, cli)
+    spec = resolve_spec(recipe, profile, cli)
     say_inject(spec)
-    done = submission.dry_run(spec) if dry_run else submission.submit(spec)
+    if dry_run:
+        done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
+        say_plan(spec)
+    else:
+        done = submission.submit(spec, skip_fit_check=skip_fit_check)
     say_after_submit(spec, dry_run, done.warnings)
     if as_json:
         echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
@@ -80,6 +87,20 @@ def say_inject(spec: JobSpec) -> None:
     if spec.inject:
         click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
                    err=True)
+
+
+def say_plan(spec: JobSpec) -> None:
+    """The memory plan's summary line (docs/plan.md), for a dry run."""
+    if spec.recipe.model is None:
+        return
+    from hpclaunch.errors import NoPlan
+    from hpclaunch.plan import plan_job
+
+    try:
+        line = plan_job(spec).summary()
+    except NoPlan as exc:
+        line = f"plan: not made: {exc.message}"
+    click.echo(f"hpclaunch: {line}", err=True)
 
 
 def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
@@ -112,7 +133,8 @@ def _follow(job_id: str) -> None:
         raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
 
 
-def _spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
+def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
+    """The JobSpec of a recipe on a profile, or of a resolved.yaml with the flags over it (submit, plan)."""
     if is_jobspec_file(recipe):
         from hpclaunch.resolve import resolve_again
 

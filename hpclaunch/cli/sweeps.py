@@ -25,7 +25,7 @@ INTERRUPTED = 130
 
 
 def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
-                 *, dry_run: bool, follow: bool, as_json: bool) -> None:
+                 *, dry_run: bool, follow: bool, as_json: bool, skip_fit_check: bool = False) -> None:
     if not items:
         raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
     if is_jobspec_file(recipe):
@@ -36,7 +36,8 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
     elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
     first = elements[0][1]
     say_inject(first)
-    done = sweep.dry_run(elements, max_parallel) if dry_run else sweep.submit(elements, max_parallel)
+    done = (sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check) if dry_run
+            else sweep.submit(elements, max_parallel, skip_fit_check=skip_fit_check))
     say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
     if as_json:

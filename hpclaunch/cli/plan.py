@@ -1,0 +1,45 @@
+"""hpclaunch plan RECIPE --profile P [--preset] [--layout] [--set k=v]... [--json]"""
+
+from __future__ import annotations
+
+import click
+
+from hpclaunch.cli.options import echo_json, json_option
+
+
+@click.command("plan")
+@click.argument("recipe")
+@click.option("--profile", "-p", metavar="PROFILE",
+              help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
+@click.option("--preset", help="recipe preset, e.g. tiny or full")
+@click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
+@click.option("--nodes", "-N", type=int, help="number of nodes")
+@click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node")
+@click.option("--partition", help="partition of the profile")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. "
+              "train.micro_batch_size=4")
+@json_option
+def plan_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
+             gpus_per_node: int | None, partition: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+    """Memory per device of RECIPE on a profile's partition, before anything is queued.
+
+    From the model's config alone (built on the meta device, offline): parameters, gradients and optimizer
+    states by ZeRO stage, offload and precision; activations; buffers and a runtime reserve; the total against
+    the partition's gpu_memory_gb; and, when it does not fit, the nearest settings that do. Resolved as
+    `hpclaunch submit` resolves it (same flags). Exit 0 whether it fits or not (see `fits` in --json).
+    """
+    from hpclaunch.cli.submit import resolve_spec
+    from hpclaunch.plan import plan_job
+    from hpclaunch.resolve import CliOverrides
+
+    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
+                       sets=sets)
+    plan = plan_job(resolve_spec(recipe, profile, cli))
+    if as_json:
+        echo_json(plan.to_json())
+    else:
+        click.echo("\n".join(plan.lines()))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(plan_cmd)

@@ -1,0 +1,13 @@
+"""The memory plan: will a job fit its devices, before it is queued (docs/plan.md).
+
+    model.py    the model's facts from its config, built on the meta device (cached)
+    memory.py   bytes per device: model states by ZeRO stage / offload / precision, activations, buffers
+    suggest.py  the nearest settings that fit when a job does not
+    job.py      a JobSpec's plan (`plan_job`) and preflight's fit check (`check_fit`)
+
+Importing this package imports neither torch nor transformers: only building a model does.
+"""
+
+from hpclaunch.plan.job import Plan, check_fit, plan_job
+
+__all__ = ["Plan", "check_fit", "plan_job"]

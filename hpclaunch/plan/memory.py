@@ -1,0 +1,196 @@
+"""Bytes per device of a training step: model states by ZeRO stage and offload, activations, communication
+buffers and a runtime reserve. Pure arithmetic on two records, no torch: `ModelFacts` (what the model is,
+from its config on the meta device: hpclaunch/plan/model.py) and `Setup` (how it trains, from the JobSpec).
+
+Model states per parameter (AdamW: two fp32 moments, 8 bytes):
+
+    engine               params       grads        optimizer                         total
+    torch (DDP)          4 (fp32)     4 (fp32)     8 moments                         16   autocast computes in bf16/fp16
+    DeepSpeed bf16/fp16  2            2            4 fp32 master + 8 moments = 12    16
+    DeepSpeed fp32       4            4            8 moments (+ 4 fp32 copy at ZeRO>=1) 16-20
+
+ZeRO-1 divides the optimizer states by the data-parallel size, ZeRO-2 the gradients too, ZeRO-3 the
+parameters too. Offloading the optimizer moves the optimizer states and the fp32 gradient partition to the
+host; offloading the parameters (ZeRO-3) moves the 16-bit parameters too.
+
+Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", with SDPA/flash attention, so no s^2 score matrices): s x b x (34 h) bytes in 16-bit for GPT-2's
+MLP (4h); here counted tensor by tensor, so gated MLPs (SwiGLU) and MoE (top-k experts per token) follow.
+Activation checkpointing keeps each layer's input and recomputes one layer at a time. The logits are
+counted in the activation precision plus the fp32 copy and log-softmax the loss keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = float(1 << 30)
+ADAM_MOMENTS = 8  # bytes per parameter: exp_avg and exp_avg_sq in fp32
+# DeepSpeed's default bucket sizes (elements): reduce_bucket_size, allgather_bucket_size, stage3 prefetch
+DS_BUCKET = 500_000_000
+DS_PREFETCH = 50_000_000
+# the runtime's own memory per device: CUDA/MUSA/CANN context, collective communicators, library workspaces;
+# and the caching allocator's fragmentation as a share of the rest
+RUNTIME_GIB = {"cpu": 0.5}
+DEFAULT_RUNTIME_GIB = 1.0
+FRAGMENTATION = 0.05
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the memory plan needs to know of a model; read from its config built on the meta device."""
+
+    params: int
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    experts: int = 1  # MoE: experts per layer
+    top_k: int = 1  # MoE: experts each token goes through
+    gated_mlp: bool = False  # SwiGLU (Llama, Mistral, Mixtral): gate and up projections
+    largest_block: int = 0  # parameters of the largest layer or embedding (what ZeRO-3 gathers at once)
+    model_type: str = ""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How the job trains: engine, ZeRO, precision, layout and batch."""
+
+    engine: str  # "ddp" (torch) or "deepspeed"
+    zero_stage: int
+    offload_optimizer: bool
+    offload_param: bool
+    precision: str  # bf16, fp16, fp32
+    nodes: int
+    gpus_per_node: int
+    micro_batch: int
+    grad_accum: int
+    seq_len: int
+    checkpointing: bool
+    accelerator: str = "cuda"
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.world_size
+
+    @property
+    def layout(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes per device (and per node on the host, for offload)."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+    buffers: float
+    reserve: float
+    host_per_node: float
+
+    @property
+    def model_states(self) -> float:
+        return self.params + self.grads + self.optimizer
+
+    @property
+    def total(self) -> float:
+        return self.model_states + self.activations + self.buffers + self.reserve
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the partition allows and holds."""
+
+    device_bytes: float | None
+    host_bytes: float | None  # per node
+    max_nodes: int
+    max_gpus_per_node: int
+    devices_per_node: tuple[int, ...] = ()  # allowed counts, when the accelerator has a rule (Ascend)
+
+
+def half(precision: str) -> bool:
+    return precision in ("bf16", "fp16")
+
+
+def state_bytes(params: int, s: Setup) -> tuple[float, float, float, float]:
+    """(parameters, gradients, optimizer states) on each device and the bytes one rank offloads to the host."""
+    n = s.world_size
+    if s.engine == "ddp":
+        return 4.0 * params, 4.0 * params, float(ADAM_MOMENTS * params), 0.0
+    p = 2 if half(s.precision) else 4
+    stage = s.zero_stage
+    master = 4 if (p == 2 or stage >= 1) else 0
+    on_params = params * p / (n if stage == 3 else 1)
+    on_grads = params * p / (n if stage >= 2 else 1)
+    on_optim = params * (master + ADAM_MOMENTS) / (n if stage >= 1 else 1)
+    host = 0.0
+    if s.offload_optimizer and stage >= 1:
+        host += on_optim + params * 4 / n  # the fp32 gradient partition the host optimizer steps with
+        on_optim = 0.0
+    if s.offload_param and stage == 3:
+        host += on_params
+        on_params = 0.0
+    return on_params, on_grads, on_optim, host
+
+
+def activation_bytes(m: ModelFacts, s: Setup) -> float:
+    """The activations kept for backward for one micro-batch."""
+    a = 2 if half(s.precision) else 4
+    tokens = s.seq_len * s.micro_batch
+    h, i = m.hidden, m.intermediate
+    kv = h * m.kv_heads // max(m.heads, 1)
+    norms = 2 * h * a
+    attention = (h + h + 2 * kv + h) * a + h  # qkv input, q, k and v, attention output; dropout mask
+    if m.gated_mlp:
+        mlp = h * a + 4 * i * a  # input; gate, up, act(gate), their product
+    else:
+        mlp = h * a + 2 * i * a + h  # input; act input, act output; dropout mask
+    if m.experts > 1:
+        mlp = m.top_k * mlp + m.experts * 4  # each token through top_k experts; fp32 router logits
+    layer = tokens * (norms + attention + mlp)
+    if s.checkpointing:
+        layers = m.layers * tokens * h * a + layer  # layer inputs, one layer recomputed at a time
+    else:
+        layers = m.layers * layer
+    embeddings = 2 * tokens * h * a  # embedding output, final norm
+    logits = tokens * m.vocab * (a + 8)  # logits; their fp32 copy and log-softmax for the loss
+    return float(layers + embeddings + logits)
+
+
+def buffer_bytes(m: ModelFacts, s: Setup) -> float:
+    """Communication buffers and gathered parameters."""
+    if s.engine == "ddp":
+        return 4.0 * m.params if s.world_size > 1 else 0.0  # DDP's gradient buckets: a copy of the gradients
+    p = 2 if half(s.precision) else 4
+    bucket = min(DS_BUCKET, m.params) * p
+    if s.zero_stage == 3:
+        # the layer being computed gathered whole, the next one prefetched, one reduce bucket
+        return float((m.largest_block + min(DS_PREFETCH, m.largest_block)) * p + bucket)
+    if s.zero_stage in (1, 2):
+        return float(2 * bucket)  # reduce and all-gather buckets
+    return float(bucket)
+
+
+def estimate(m: ModelFacts, s: Setup) -> Estimate:
+    params, grads, optim, host = state_bytes(m.params, s)
+    acts = activation_bytes(m, s)
+    buffers = buffer_bytes(m, s)
+    runtime = RUNTIME_GIB.get(s.accelerator, DEFAULT_RUNTIME_GIB) * GIB
+    reserve = runtime + FRAGMENTATION * (params + grads + optim + acts + buffers)
+    return Estimate(params, grads, optim, acts, buffers, reserve, host * s.gpus_per_node)
+
+
+def fits(m: ModelFacts, s: Setup, limits: Limits) -> bool:
+    e = estimate(m, s)
+    if limits.device_bytes is None:
+        return True
+    host_ok = limits.host_bytes is None or e.host_per_node <= limits.host_bytes
+    return e.total <= limits.device_bytes and host_ok

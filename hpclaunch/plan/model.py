@@ -1,0 +1,171 @@
+"""The model's facts for the memory plan, from its config alone: built on torch's meta device (no weights,
+no GPU, offline), from the staged config.json of a hub model or the recipe's `model_type` + `config`, with
+the recipe's `model.config` keys and override_config.json applied as the job applies them
+(hpclaunch/runtime/build.py).
+
+torch and transformers are imported only here, only when a model must be built: the result is cached
+(hpclaunch/cache.py), keyed on everything the config is made of, so a second plan or dry-run of the same
+model reads one small JSON file (building Mixtral-8x7B on the meta device takes seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch import cache
+from hpclaunch.errors import NoPlan
+from hpclaunch.plan.memory import ModelFacts
+
+if TYPE_CHECKING:
+    from hpclaunch.jobspec import JobSpec
+
+CACHE_KIND = "plan-model"
+_MEMO: dict[str, ModelFacts] = {}
+
+
+def config_inputs(spec: JobSpec) -> dict[str, Any]:
+    """Everything the model's config is made of, as JSON data (the cache key); NoPlan when it cannot be read
+    here (a hub model whose config is not staged, a recipe without a model)."""
+    from hpclaunch.assets.store import asset_path, store_root
+
+    m = spec.recipe.model
+    if m is None:
+        raise NoPlan(f"recipe {spec.recipe.name} has no model section")
+    if spec.recipe.launcher == "msrun":
+        raise NoPlan("the plan covers the torch recipes (torchrun, deepspeed); MindSpore models are not planned yet")
+    base: dict[str, Any] | None = None
+    vocab: int | None = None
+    if m.source == "generate":
+        tok = spec.recipe.tokenizer
+        vocab = tok.vocab_size if tok is not None and tok.source == "train" else None
+    else:
+        assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
+        staged = asset_path(store_root(spec.profile.assets.store), "model", m.repo, m.revision) / "config.json"
+        try:
+            base = json.loads(staged.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            preset = f" --preset {spec.preset}" if spec.preset else ""
+            what = "is not staged" if isinstance(exc, OSError) else f"is not JSON ({exc})"
+            raise NoPlan(f"the config of model {m.repo!r} {what}: {staged}",
+                         hint=f"hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}"
+                         ) from None
+    override: dict[str, Any] = {}
+    if m.override_config:
+        from hpclaunch.runtime.overrides import read_override
+
+        override = read_override(Path(spec.recipe_dir) / m.override_config)
+    return {"task": spec.recipe.task, "model_type": m.model_type, "base": base, "vocab_size": vocab,
+            "config": dict(m.config), "override": override}
+
+
+def model_facts(spec: JobSpec) -> ModelFacts:
+    inputs = config_inputs(spec)
+    name = cache.key(json.dumps(inputs, sort_keys=True, default=str), _transformers_version(),
+                     cache.code_stamp("plan/model.py"))
+    if name in _MEMO:
+        return _MEMO[name]
+    hit = cache.get(CACHE_KIND, name)
+    facts = None
+    if isinstance(hit, dict):
+        try:
+            facts = ModelFacts(**hit)
+        except TypeError:
+            facts = None
+    if facts is None:
+        facts = build_facts(inputs, source=f"recipe {spec.recipe.name}")
+        cache.put(CACHE_KIND, name, asdict(facts))
+    _MEMO[name] = facts
+    return facts
+
+
+def _transformers_version() -> str:
+    """Where transformers is installed and when (a reinstall is a cache miss); not importlib.metadata, which
+    costs a dry run 10 ms to import."""
+    import importlib.util
+    import os
+
+    found = importlib.util.find_spec("transformers")
+    if found is None or found.origin is None:
+        return ""
+    st = os.stat(found.origin)
+    return f"{found.origin}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def build_facts(inputs: dict[str, Any], *, source: str) -> ModelFacts:
+    """Build the model on the meta device and read its facts (imports torch and transformers)."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise NoPlan(f"the plan builds the model on torch's meta device and needs torch and transformers ({exc})",
+                     hint="pip install 'hpclaunch[recipes]'") from None
+    from transformers.utils import logging as hf_logging
+
+    # quiet: a generated config's default token ids lie outside a small vocabulary until the job sets them
+    # from its tokenizer, which transformers would warn about here
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return _build(torch, inputs, source)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def _build(torch: Any, inputs: dict[str, Any], source: str) -> ModelFacts:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    from hpclaunch.runtime.overrides import apply_overrides
+
+    base = dict(inputs["base"] or {})
+    model_type = base.pop("model_type", None) or inputs["model_type"]
+    extra = {"vocab_size": inputs["vocab_size"]} if inputs["vocab_size"] else {}
+    try:
+        config = AutoConfig.for_model(model_type, **base, **extra)
+    except (ValueError, KeyError) as exc:
+        raise NoPlan(f"{source}: model type {model_type!r} is not a transformers model ({exc})") from None
+    apply_overrides(config, inputs["config"], source=f"{source}: model.config")
+    apply_overrides(config, inputs["override"], source=f"{source}: model.override_config")
+    auto = AutoModelForMaskedLM if inputs["task"] == "masked-lm" else AutoModelForCausalLM
+    with torch.device("meta"):
+        model = auto.from_config(config)
+    return facts_of(model, config)
+
+
+def _get(config: Any, *names: str, default: int = 0) -> int:
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return default
+
+
+def facts_of(model: Any, config: Any) -> ModelFacts:
+    """ModelFacts of a transformers model (on any device) and its config."""
+    import torch
+
+    params = sum(p.numel() for p in model.parameters())  # shared (tied) weights once
+    hidden = _get(config, "hidden_size", "n_embd", "d_model")
+    heads = _get(config, "num_attention_heads", "n_head", default=1)
+    blocks = [sum(p.numel() for p in child.parameters())
+              for lst in model.modules() if isinstance(lst, torch.nn.ModuleList) for child in lst]
+    for emb in (model.get_input_embeddings(), model.get_output_embeddings()):
+        if emb is not None:
+            blocks.append(sum(p.numel() for p in emb.parameters()))
+    act = str(getattr(config, "hidden_act", "") or getattr(config, "activation_function", ""))
+    return ModelFacts(
+        params=params,
+        layers=_get(config, "num_hidden_layers", "n_layer", "num_layers"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=_get(config, "num_key_value_heads", default=heads),
+        intermediate=_get(config, "intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden),
+        vocab=_get(config, "vocab_size"),
+        experts=_get(config, "num_local_experts", "num_experts", default=1),
+        top_k=_get(config, "num_experts_per_tok", default=1),
+        gated_mlp=act in ("silu", "swish", "swiglu"),
+        largest_block=max(blocks, default=params),
+        model_type=str(getattr(config, "model_type", "")),
+    )
