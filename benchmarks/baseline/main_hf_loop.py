@@ -2,15 +2,17 @@
 never zeroes gradients, syncs the device every step), for the side-by-side throughput benchmark.
 
 Only the parts around the loop are replaced so that it trains the very same model on the very same
-blocks as the GPT-2 tiny recipe: model, tokenizer and data come from the recipe's cached assets
-(hpclaunch.runtime.build / data), read through the run's resolved.yaml. Run under torchrun:
+blocks as the recipe run it is compared with: model, tokenizer and data come from the recipe's cached
+assets (hpclaunch.runtime.build / data), read through the run's resolved.yaml. Run under torchrun, on
+the CPU (gloo) or, with --device cuda, on GPUs (nccl, and the seed's torch.cuda.synchronize() per step):
 
     torchrun --standalone --nproc-per-node=2 benchmarks/baseline/main_hf_loop.py \
-        --config RUN/resolved.yaml --steps 60
+        --config RUN/resolved.yaml --steps 60 [--device cuda]
 """
 
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -31,7 +33,8 @@ def print_rank_0(message):
 
 
 def record_timestamp():
-    # seed 000: torch.cuda.synchronize(); on CPU there is nothing to wait for
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()  # seed 000 did this every step; on CPU there is nothing to wait for
     return time.time()
 
 
@@ -52,19 +55,24 @@ if __name__ == "__main__":
     parser.add_argument("--config", required=True)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    dist.init_process_group(backend)
     world_size = dist.get_world_size()
-    device = torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(device)
     torch.manual_seed(123)
     spec = load_jobspec(args.config)
-    d = Dist(dist.get_rank(), world_size, 0, "cpu", "gloo", device)
+    d = Dist(dist.get_rank(), world_size, local_rank, args.device, backend, device)
     tokenizer, src = build.load_tokenizer(spec, d)
     model, _ = build.load_model(spec, tokenizer, d)
     batch_size, seq_len = spec.recipe.train.micro_batch_size, spec.recipe.train.seq_len
     model = model.to(device)
-    model = DDP(model)
+    model = DDP(model, device_ids=[device] if args.device == "cuda" else None)
     train_dataset = Blocks(data.prepare_blocks(spec, tokenizer, src, d)["train"])
     train_dataloader = DataLoader(
         train_dataset,
@@ -116,5 +124,6 @@ if __name__ == "__main__":
         start_time = record_timestamp()
     if dist.get_rank() == 0 and args.out:
         with open(args.out, "w") as f:
-            json.dump({"tokens_per_s_windows": windows}, f)
+            peak = torch.cuda.max_memory_allocated(device) if args.device == "cuda" else None
+            json.dump({"tokens_per_s_windows": windows, "peak_mem_bytes": peak}, f)
     dist.destroy_process_group()

@@ -200,7 +200,10 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
             model.resize_token_embeddings(len(tokenizer))
     # Name the loss: transformers finds it from the class name, which GPT2LMHeadModel does not carry, and
     # then warns "`loss_type=None` ... unrecognized" on every rank of every run.
-    model.config.loss_type = "ForMaskedLM" if spec.recipe.task == "masked-lm" else "ForCausalLM"
+    loss_type = "ForMaskedLM" if spec.recipe.task == "masked-lm" else "ForCausalLM"
+    model.config.loss_type = loss_type
+    if hasattr(model, "loss_type"):  # the model keeps its own copy, taken from the config at __init__
+        model.loss_type = loss_type
     return model, changes
 
 

@@ -117,6 +117,7 @@ class Batches:
     shuffle: bool = True
     epoch: int = 0
     index: int = 0
+    pin: bool = False  # page-locked batches: their copy to the GPU (non_blocking) does not wait on the stream
 
     def __post_init__(self) -> None:
         from torch.utils.data.distributed import DistributedSampler
@@ -156,7 +157,8 @@ class Batches:
             self._order = list(self.sampler)
         i = self.index * self.micro_batch_size
         self.index += 1
-        return self.blocks[self._order[i : i + self.micro_batch_size]]
+        batch = self.blocks[self._order[i : i + self.micro_batch_size]]
+        return batch.pin_memory() if self.pin else batch
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         """One pass in order (for eval)."""
@@ -191,7 +193,8 @@ def mask_tokens(
 def train_and_eval_batches(blocks: dict[str, torch.Tensor], t: TrainSpec, d: Dist) -> tuple[Batches, Batches | None]:
     """This rank's training batches and, when the data has a validation split, its eval batches
     (not shuffled, so every evaluation sees the same blocks)."""
-    train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
+    pin = d.accelerator == "cuda"  # a pageable host-to-device copy synchronises the stream first
+    train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed, pin=pin)
     if "validation" not in blocks:
         return train, None
     return train, Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)

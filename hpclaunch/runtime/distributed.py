@@ -59,6 +59,12 @@ class Dist:
             return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return int(self.module.max_memory_allocated(self.device))
 
+    def device_name(self) -> str:
+        """The device's name as its runtime reports it ("NVIDIA H100 80GB HBM3"); "cpu" on the CPU."""
+        if self.accelerator == "cpu":
+            return "cpu"
+        return str(self.module.get_device_name(self.device))
+
 
 
 def _free_port() -> int:

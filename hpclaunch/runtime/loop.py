@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hpclaunch.runtime import checkpoint, progress
+from hpclaunch.runtime import checkpoint, peaks, progress
 from hpclaunch.runtime.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.runtime.inject import Injector
 
@@ -62,6 +62,14 @@ def evaluate(engine: Engine, blocks: Iterable[torch.Tensor], make_inputs: Inputs
     return all_reduce_mean(total / max(n, 1), d).item()
 
 
+def peak_of(job: Job, d: Dist) -> float | None:
+    """Peak TFLOP/s per device for MFU: the partition's `peak_tflops`, else the device's from the table
+    (a local GPU); None on the CPU."""
+    if d.accelerator == "cpu":
+        return None
+    return job.spec.partition_spec.peak_tflops or peaks.peak_tflops(d.device_name())
+
+
 def train(
     *,
     job: Job,
@@ -76,7 +84,7 @@ def train(
 ) -> None:
     t = job.train
     accum, mb, seq = engine.accum, batches.micro_batch_size, t.seq_len
-    peak = job.spec.partition_spec.peak_tflops if d.accelerator != "cpu" else None
+    peak = peak_of(job, d)
     stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
     stop = StopRequest()
     prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)

@@ -12,6 +12,7 @@ utilisation per device (null when the partition's `peak_tflops` is unknown).
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -28,13 +29,23 @@ def full_numel(p: torch.Tensor) -> int:
     return int(getattr(p, "ds_numel", 0) or p.numel())
 
 
+_POSITION = re.compile(r"(^|\.)(wpe|position_embeddings|token_type_embeddings)\.weight$")
+
+
 def flops_per_token(model: PreTrainedModel, seq_len: int) -> float:
-    """Training FLOPs per token: 6 N + 12 L H T (PaLM appendix B; N = non-embedding parameters)."""
+    """Training FLOPs per token: 6 N + 12 L H T (PaLM appendix B), N = the parameters a token multiplies:
+    all but the input and position embeddings (lookups), plus the output projection when it is tied to
+    the input embedding (GPT-2, BERT: one tensor, counted once by model.parameters(), used twice)."""
     cfg = model.config
     layers = getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "n_layer", 0)
     hidden = getattr(cfg, "hidden_size", 0) or getattr(cfg, "n_embd", 0)
-    emb = full_numel(cast("torch.Tensor", model.get_input_embeddings().weight))  # typed Tensor | Module by torch
-    n = sum(full_numel(p) for p in model.parameters()) - emb
+    emb_weight = cast("torch.Tensor", model.get_input_embeddings().weight)  # typed Tensor | Module by torch
+    emb = full_numel(emb_weight)
+    lookups = emb + sum(full_numel(p) for name, p in model.named_parameters() if _POSITION.search(name))
+    n = sum(full_numel(p) for p in model.parameters()) - lookups
+    out = model.get_output_embeddings()
+    if out is not None and out.weight is emb_weight:  # tied: the LM head is a matmul over the vocabulary
+        n += emb
     if getattr(cfg, "num_local_experts", None):  # MoE: only the routed experts run per token
         share = cfg.num_experts_per_tok / cfg.num_local_experts
         experts = sum(full_numel(p) for name, p in model.named_parameters() if ".experts." in name)
