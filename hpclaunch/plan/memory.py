@@ -7,11 +7,12 @@ Model states per parameter (AdamW: two fp32 moments, 8 bytes):
     engine               params       grads        optimizer                         total
     torch (DDP)          4 (fp32)     4 (fp32)     8 moments                         16   autocast computes in bf16/fp16
     DeepSpeed bf16/fp16  2            2            4 fp32 master + 8 moments = 12    16
-    DeepSpeed fp32       4            4            8 moments (+ 4 fp32 copy at ZeRO>=1) 16-20
+    DeepSpeed fp32       4            4            8 moments (+ 4 fp32 copy at ZeRO-1/2) 16-20
 
-ZeRO-1 divides the optimizer states by the data-parallel size, ZeRO-2 the gradients too, ZeRO-3 the
-parameters too. Offloading the optimizer moves the optimizer states and the fp32 gradient partition to the
-host; offloading the parameters (ZeRO-3) moves the 16-bit parameters too.
+ZeRO-1 divides the optimizer states by the data-parallel size (and the gradients when there is no
+accumulation: DeepSpeed reduces each bucket into the rank's partition), ZeRO-2 the gradients too, ZeRO-3 the
+parameters too. Offloading the optimizer moves the optimizer states and the gradients (as the fp32 partition
+the host optimizer steps with) to the host; offloading the parameters (ZeRO-3) moves the 16-bit parameters too.
 
 Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
 Models", with SDPA/flash attention, so no s^2 score matrices): s x b x (34 h) bytes in 16-bit for GPT-2's
@@ -127,14 +128,21 @@ def state_bytes(params: int, s: Setup) -> tuple[float, float, float, float]:
         return 4.0 * params, 4.0 * params, float(ADAM_MOMENTS * params), 0.0
     p = 2 if half(s.precision) else 4
     stage = s.zero_stage
-    master = 4 if (p == 2 or stage >= 1) else 0
+    # the fp32 master copy: for 16-bit parameters; for fp32 ones ZeRO-1/2 copy their partition, ZeRO-3 steps
+    # its fp32 shards in place (measured: tests/integration/test_plan_vs_engine.py)
+    master = 4 if (p == 2 or stage in (1, 2)) else 0
     on_params = params * p / (n if stage == 3 else 1)
-    on_grads = params * p / (n if stage >= 2 else 1)
+    # ZeRO-1 keeps whole gradients only while they accumulate over micro-steps; with no accumulation each
+    # bucket is reduced into this rank's partition as backward makes it, as under ZeRO-2
+    partitioned_grads = stage >= 2 or (stage == 1 and s.grad_accum == 1)
+    on_grads = params * p / (n if partitioned_grads else 1)
     on_optim = params * (master + ADAM_MOMENTS) / (n if stage >= 1 else 1)
     host = 0.0
     if s.offload_optimizer and stage >= 1:
-        host += on_optim + params * 4 / n  # the fp32 gradient partition the host optimizer steps with
-        on_optim = 0.0
+        # the gradients go (bucket by bucket) to the fp32 partition on the host that the host optimizer steps
+        # with: none stay on the device but the buckets (buffer_bytes)
+        host += on_optim + params * 4 / n
+        on_optim = on_grads = 0.0
     if s.offload_param and stage == 3:
         host += on_params
         on_params = 0.0

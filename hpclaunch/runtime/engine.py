@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
+from hpclaunch.runtime.held import grad_tensors, held_states, storage_bytes
 from hpclaunch.runtime.schedule import make_optimizer, make_scheduler
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ class Engine(Protocol):
 
     def load(self, path: Path) -> dict[str, Any]: ...
 
+    def held_states(self) -> dict[str, int]: ...
+
 
 class TorchEngine:
     def __init__(self, model: PreTrainedModel, train: TrainSpec, d: Dist, precision: str, grad_accum: int) -> None:
@@ -73,6 +76,7 @@ class TorchEngine:
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
         self.scaler = torch.amp.GradScaler(d.accelerator) if precision == "fp16" else None
+        self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/held.py)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype is None:
@@ -100,6 +104,8 @@ class TorchEngine:
     def step(self) -> torch.Tensor:
         if self.scaler:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+        if self.grad_bytes is None:
+            self.grad_bytes = storage_bytes(grad_tensors(self.module))
         clip = self.train.grad_clip or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
         if self.scaler:
@@ -133,6 +139,9 @@ class TorchEngine:
         if self.scaler and state["scaler"]:
             self.scaler.load_state_dict(state["scaler"])
         return state["client"]
+
+    def held_states(self) -> dict[str, int]:
+        return held_states(self.module, self.optimizer, self.grad_bytes or 0)
 
 
 def _leaf_classes(model: torch.nn.Module, names: tuple[str, ...]) -> list[type]:
@@ -170,6 +179,7 @@ class DeepSpeedEngine:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config
         )
         self.module = self.model.module
+        self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/held.py)
 
     @property
     def lr(self) -> float:
@@ -181,6 +191,9 @@ class DeepSpeedEngine:
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         loss = self.model(**inputs).loss
         self.model.backward(loss)  # scaled by 1/gradient_accumulation_steps inside
+        if last and self.grad_bytes is None:
+            zero = self.model.optimizer if self.model.zero_optimization() else None
+            self.grad_bytes = storage_bytes(grad_tensors(self.module, zero))
         self.model.step()  # the optimizer steps (and clips) only at the accumulation boundary
         return loss.detach() / self.accum
 
@@ -197,3 +210,8 @@ class DeepSpeedEngine:
     def load(self, path: Path) -> dict[str, Any]:
         _, state = self.model.load_checkpoint(str(path), tag="deepspeed")
         return state["client"]
+
+    def held_states(self) -> dict[str, int]:
+        """Under ZeRO the torch optimizer inside DeepSpeed's steps the fp32 master partitions."""
+        inner = getattr(self.model.optimizer, "optimizer", self.model.optimizer)
+        return held_states(self.module, inner, self.grad_bytes or 0)

@@ -130,6 +130,8 @@ def train(
         prog.enter("optimizer")
         grad_norm = engine.step()
         prog.enter("optimizer", step)
+        if step == start + 1:  # once: the model states this rank holds, to check the memory plan against
+            writer.write("states", **engine.held_states(), world_size=d.world_size)
         steps_since += 1
 
         last = step == t.max_steps

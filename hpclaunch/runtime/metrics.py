@@ -4,6 +4,8 @@
      "peak_mem_bytes", "mfu", "rank", "world_size", "time"}
     {"kind": "eval", "step", "eval_loss", "perplexity", "rank", "time"}
     {"kind": "model", "params", "param_bytes", "held_param_bytes", "world_size", "rank", "time"}  (after load)
+    {"kind": "states", "param_bytes", "grad_bytes", "optimizer_bytes", "world_size", "rank", "time"}
+        (after the first step: the model states this rank holds, hpclaunch/runtime/held.py)
 
 `tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
 utilisation per device (null when the partition's `peak_tflops` is unknown).
