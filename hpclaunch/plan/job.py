@@ -27,7 +27,8 @@ def setup_of(spec: JobSpec) -> Setup:
                  offload_optimizer=deepspeed and ds.offload_optimizer, offload_param=deepspeed and ds.offload_param,
                  precision=precision_for(spec), nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                  micro_batch=t.micro_batch_size, grad_accum=spec.grad_accum, seq_len=t.seq_len,
-                 checkpointing=t.activation_checkpointing, accelerator=spec.profile.accelerator)
+                 checkpointing=t.activation_checkpointing, accelerator=spec.profile.accelerator,
+                 compiled=t.compile and not deepspeed)
 
 
 def limits_of(spec: JobSpec) -> Limits:

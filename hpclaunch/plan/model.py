@@ -134,6 +134,10 @@ def _build(torch: Any, inputs: dict[str, Any], source: str) -> ModelFacts:
     return facts_of(model, config)
 
 
+# transformers activations written as a chain of elementwise torch ops (each keeps its output in eager mode)
+COMPOSITE_ACTS = ("gelu_new", "gelu_fast", "gelu_python_tanh", "gelu_accurate", "quick_gelu", "gelu_python")
+
+
 def _get(config: Any, *names: str, default: int = 0) -> int:
     for name in names:
         value = getattr(config, name, None)
@@ -166,6 +170,7 @@ def facts_of(model: Any, config: Any) -> ModelFacts:
         experts=_get(config, "num_local_experts", "num_experts", default=1),
         top_k=_get(config, "num_experts_per_tok", default=1),
         gated_mlp=act in ("silu", "swish", "swiglu"),
+        composite_act=act in COMPOSITE_ACTS,
         largest_block=max(blocks, default=params),
         model_type=str(getattr(config, "model_type", "")),
     )

@@ -51,7 +51,9 @@ def _zero(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
     first = s.zero_stage + 1 if s.engine == "deepspeed" else 1
     for stage in range(first, 4):
         words = (*_set("launcher", "deepspeed"),) if s.engine == "ddp" else ()
-        yield (*words, *_set("deepspeed.zero_stage", stage)), replace(s, engine="deepspeed", zero_stage=stage)
+        # torch.compile is the torch engine's: DeepSpeed runs the model eager
+        yield (*words, *_set("deepspeed.zero_stage", stage)), replace(s, engine="deepspeed", zero_stage=stage,
+                                                                      compiled=False)
 
 
 def _offload(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
