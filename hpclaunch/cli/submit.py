@@ -40,11 +40,13 @@ if TYPE_CHECKING:
                    "e.g. train.lr=1e-4,3e-4")
 @click.option("--max-parallel", type=click.IntRange(1), default=None, metavar="K",
               help="with --sweep: run at most K elements at a time (default: all)")
+@click.option("--parsable", is_flag=True, help="print only the job id (a sweep's: the array's id), as sbatch "
+              "--parsable does")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, as_json: bool) -> None:
+               max_parallel: int | None, parsable: bool, as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -54,16 +56,22 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None)
+    if parsable and (dry_run or as_json):
+        raise click.UsageError("--parsable prints the id of the job queued: not with "
+                               + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
     if sweeps or max_parallel is not None:
         from hpclaunch.cli.sweeps import submit_sweep
 
-        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json)
+        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
+                     parsable=parsable)
         return
     spec = _spec(recipe, profile, cli)
     say_inject(spec)
     done = submission.dry_run(spec) if dry_run else submission.submit(spec)
     say_after_submit(spec, dry_run, done.warnings)
-    if as_json:
+    if parsable:
+        click.echo(done.job_id)
+    elif as_json:
         echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
                    "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
     elif dry_run:
