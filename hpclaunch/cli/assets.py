@@ -70,11 +70,19 @@ def verify_cmd(profile: str, as_json: bool) -> None:
 @assets.command("unpack")
 @click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
 @profile_option
-def unpack_cmd(archive: Path, profile: str) -> None:
+@json_option
+def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
     """Unpack a tar written by `stage-assets --pack` into the store, verifying every file."""
     from hpclaunch.assets.pack import unpack
 
-    for u in unpack(archive, profile_store(profile)):
+    store = profile_store(profile)
+    done = unpack(archive, store)
+    if as_json:
+        echo_json({"store": str(store), "archive": str(archive),
+                   "assets": [{"kind": u.manifest.kind, "repo_id": u.manifest.repo_id, "revision": u.manifest.revision,
+                               "files": len(u.manifest.files), "path": str(u.path)} for u in done]})
+        return
+    for u in done:
         click.echo(
             f"unpacked and verified {u.manifest.kind} {u.manifest.repo_id}@{u.manifest.revision} "
             f"({len(u.manifest.files)} files) -> {u.path}"
