@@ -70,7 +70,8 @@ def test_new_json_outputs(hpclaunch) -> None:
 def test_every_json_output_carries_the_schema_version(hpclaunch) -> None:
     assert {p["schema"] for p in json.loads(hpclaunch("profiles", "list", "--json").stdout)} == {1}
     assert json.loads(hpclaunch("recipes", "show", "gpt2", "--json").stdout)["schema"] == 1
-    assert json.loads(hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run", "--json").stdout)["schema"] == 1
+    submitted = hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run", "--json")
+    assert json.loads(submitted.stdout)["schema"] == 1
 
 
 def test_assets_unpack_json(hpclaunch, write_profile, tmp_path: Path) -> None:
