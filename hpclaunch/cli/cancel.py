@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 
 
-@click.command("cancel")
+@click.command("cancel", epilog=examples(
+    "hpclaunch cancel 12345",
+    "hpclaunch cancel 12345 12346 12347_2  # several jobs, one element of a sweep",
+    "hpclaunch cancel 12350  # a sweep: all its elements",
+    "hpclaunch cancel 12345 --json"))
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @json_option
 def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
@@ -15,13 +19,6 @@ def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
 
     A job that has already ended is left alone: cancel says how and when it ended, and exits 0.
     Every id is checked before anything is cancelled.
-
-    \b
-    Examples:
-      hpclaunch cancel 12345
-      hpclaunch cancel 12345 12346 12347_2     # several jobs, one element of a sweep
-      hpclaunch cancel 12350                   # a sweep: all its elements
-      hpclaunch cancel 12345 --json
     """
     from hpclaunch.cancel import cancel
 

@@ -7,6 +7,29 @@ from typing import Any
 
 import click
 
+
+class WholeHelpGroup(click.Group):
+    """A command group whose --help lists each command with the whole first sentence of its help."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with the whole first sentence of its help (click cuts it at 45 characters, mid-sentence)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=300)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def examples(*lines: str) -> str:
+    """The Examples section of a command's --help (its epilog): one command line each, `#` comments aligned."""
+    width = max(len(line.split("  #", 1)[0]) for line in lines)
+    shown = [f"  {a.ljust(width)}  #{b}" if b else f"  {a}" for a, _, b in (line.partition("  #") for line in lines)]
+    return "\b\nExamples:\n" + "\n".join(shown)
+
+
 profile_option = click.option("--profile", "-p", required=True, metavar="PROFILE",
                               help="cluster profile name (see `hpclaunch profiles list`) or YAML file")
 

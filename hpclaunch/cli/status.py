@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
@@ -143,21 +143,17 @@ def _elapsed(s: JobStatus) -> str:
 RECENT = 10  # `status` without a job: this many of the newest jobs
 
 
-@click.command("status")
+@click.command("status", epilog=examples(
+    "hpclaunch status 12345",
+    "hpclaunch status  # the 10 newest jobs",
+    "hpclaunch status --all  # every recorded job",
+    "hpclaunch status 12345 --json | jq .reason_text"))
 @click.argument("job", required=False)
 @click.option("--all", "all_jobs", is_flag=True, help=f"without JOB: every recorded job, not only the {RECENT} newest")
 @json_option
 def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
     """State of JOB (or of the 10 newest jobs): state, pending reason in words, nodes, elapsed/limit,
-    last metrics.
-
-    \b
-    Examples:
-      hpclaunch status 12345
-      hpclaunch status              # the 10 newest jobs
-      hpclaunch status --all        # every recorded job
-      hpclaunch status 12345 --json | jq .reason_text
-    """
+    last metrics."""
     if job:
         one = registry.get(job)
         groups = [(one, sweep_elements(one))]
@@ -262,20 +258,17 @@ def _when(stamp: str) -> str:
     return stamp[:16].replace("T", " ")
 
 
-@click.command("jobs")
-@click.option("--limit", "-n", default=20, show_default=True, help="how many recent jobs (0: all)")
+@click.command("jobs", epilog=examples(
+    "hpclaunch jobs",
+    "hpclaunch jobs -n 5  # the 5 newest",
+    "hpclaunch jobs --json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'"))
+@click.option("--limit", "-n", default=20, show_default=True, metavar="N", help="the N newest jobs (0: all)")
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
     """Recent jobs, one line each: id, name, recipe, state, elapsed, last loss, when submitted.
 
     On a terminal the table fits the window (80 columns and up), states in colour; piped, it is tab-separated
     text with every column (job, recipe, profile, layout, state, elapsed, last loss, submitted, name).
-
-    \b
-    Examples:
-      hpclaunch jobs
-      hpclaunch jobs -n 5
-      hpclaunch jobs --json | jq '.[] | select(.state == "FAILED") | .job_id'
     """
     groups = grouped(listed_records())
     groups = groups[-limit:] if limit > 0 else groups

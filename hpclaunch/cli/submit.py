@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch import submit as submission
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.errors import JobFailed
 from hpclaunch.resolve import CliOverrides, resolve
@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
 
 
-@click.command("submit")
+@click.command("submit", epilog=examples(
+    "hpclaunch submit recipes/gpt2 --profile local --preset tiny --follow",
+    "hpclaunch submit gpt2 --profile guangzhou-a800 --layout 2n8g --dry-run  # print the script only",
+    "hpclaunch submit bert_large --profile guangzhou-a800 --set train.lr=3e-5",
+    "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
+    "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
+    "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
 @click.argument("recipe")
 @click.option("--profile", "-p", metavar="PROFILE",
               help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
