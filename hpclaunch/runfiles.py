@@ -57,6 +57,7 @@ MSRUN_LOGS = "msrun"
 SWEEP_SCRIPT = "sweep.sbatch"
 SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
+_CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 # --- the variables the job script exports for everything that runs inside the job
 ENV_RUN_DIR = "HPCLAUNCH_RUN_DIR"
@@ -170,6 +171,15 @@ class RunFiles:
     @property
     def model_files(self) -> Path:
         return self.root / MODEL_FILES
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest complete checkpoint (step, folder): what a restarted job resumes from; None if none."""
+        root = self.checkpoints
+        if not root.is_dir():
+            return None
+        steps = [(int(m.group(1)), p) for p in root.glob(f"{CHECKPOINT_PREFIX}*")
+                 if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+        return max(steps, key=lambda sp: sp[0], default=None)
 
     def scheduler_state(self, scheduler: str) -> Path:
         return self.root / scheduler

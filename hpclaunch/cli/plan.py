@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 
 
-@click.command("plan")
+@click.command("plan", epilog=examples(
+    "hpclaunch plan mixtral --profile guangzhou-a800 --preset full --layout 4n8g",
+    "hpclaunch plan gpt2 -p guangzhou-a800 --set train.micro_batch_size=16 --json  # fits? see \"fits\""))
 @click.argument("recipe")
 @click.option("--profile", "-p", metavar="PROFILE",
               help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")

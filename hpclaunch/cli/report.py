@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.sweep import is_sweep, label, sweep_elements
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ def _fmt(v: object) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-@click.command("report")
+@click.command("report", epilog=examples("hpclaunch report 12345", "hpclaunch report 12345 --out plots/",
+                                         "hpclaunch report 12350  # a sweep: one line per value"))
 @click.argument("job")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="folder for the PNGs "
               "(default RUN_DIR/report)")
@@ -88,7 +89,9 @@ def _report_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -
 _SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mean_tokens_per_s")
 
 
-@click.command("compare")
+@click.command("compare", epilog=examples("hpclaunch compare 12345 12346  # loss parity of two runs",
+                                          "hpclaunch compare 12345 12346 --tolerance 1e-4  # exit 1 above it",
+                                          "hpclaunch compare 12350  # a sweep's elements"))
 @click.argument("job_a")
 @click.argument("job_b", required=False)
 @click.option("--out", type=click.Path(path_type=Path), default=None,

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.cli.tables import print_table
+from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.tables import print_table, state_style
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -140,17 +140,29 @@ def _elapsed(s: JobStatus) -> str:
     return s.elapsed + (f" / {s.time_limit}" if s.time_limit else "")
 
 
-@click.command("status")
+RECENT = 10  # `status` without a job: this many of the newest jobs
+
+
+@click.command("status", epilog=examples(
+    "hpclaunch status 12345",
+    "hpclaunch status  # the 10 newest jobs",
+    "hpclaunch status --all  # every recorded job",
+    "hpclaunch status 12345 --json | jq .reason_text"))
 @click.argument("job", required=False)
+@click.option("--all", "all_jobs", is_flag=True, help=f"without JOB: every recorded job, not only the {RECENT} newest")
 @json_option
-def status_cmd(job: str | None, as_json: bool) -> None:
-    """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
+def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
+    """State of JOB (or of the 10 newest jobs): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
     if job:
         one = registry.get(job)
         groups = [(one, sweep_elements(one))]
     else:
         groups = grouped(listed_records())
+        if not all_jobs and len(groups) > RECENT:
+            click.echo(f"hpclaunch: the {RECENT} newest of {len(groups)} jobs (`hpclaunch status --all` for all)",
+                       err=True)
+            groups = groups[-RECENT:]
     if not groups and not as_json:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
@@ -215,37 +227,58 @@ def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], foun
         click.echo(f"  one element: hpclaunch status {elements[0].job_id}")
 
 
-@click.command("jobs")
-@click.option("--limit", "-n", default=20, show_default=True, help="how many recent jobs")
+JOBS_COLUMNS = ["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted", "name"]
+# on a terminal: what fits 80 columns (the job id, state and numbers never cut; the name and recipe may be; the
+# submit time without its year)
+JOBS_TERMINAL = ["job", "name", "recipe", "state", "elapsed", "last loss", "submitted"]
+
+
+def _job_row(r: registry.JobRecord, top: registry.JobRecord, elements: list[registry.JobRecord],
+             found: dict[str, JobStatus]) -> tuple[str, ...]:
+    s = found[r.job_id]
+    m = last_metrics(Path(r.run_dir)) or {}
+    recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+    state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+    chain = retries(r)
+    if chain:
+        last = found.get(str(chain[-1]["to"]))
+        state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
+    job_id, submitted, name = r.job_id, _when(r.submitted_at), r.name
+    if r is not top:  # an element, under its sweep: its values instead of the recipe
+        job_id, recipe, submitted, name = f"  {r.job_id}", _values(r), "", ""
+    elif is_sweep(r):
+        recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
+        state = _sweep_state(s, elements, found)
+    return (job_id, recipe, r.profile, r.layout, state, s.elapsed or "", _num(m["loss"]) if "loss" in m else "",
+            submitted, name)
+
+
+def _when(stamp: str) -> str:
+    """2026-11-23T06:43:57+0000 -> 2026-11-23 06:43 (the minute is enough in a table)."""
+    return stamp[:16].replace("T", " ")
+
+
+@click.command("jobs", epilog=examples(
+    "hpclaunch jobs",
+    "hpclaunch jobs -n 5  # the 5 newest",
+    "hpclaunch jobs --json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'"))
+@click.option("--limit", "-n", default=20, show_default=True, metavar="N", help="the N newest jobs (0: all)")
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
-    """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
+    """Recent jobs, one line each: id, name, recipe, state, elapsed, last loss, when submitted.
+
+    On a terminal the table fits the window (80 columns and up), states in colour; piped, it is tab-separated
+    text with every column (job, recipe, profile, layout, state, elapsed, last loss, submitted, name).
+    """
     groups = grouped(listed_records())
     groups = groups[-limit:] if limit > 0 else groups
     found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
         echo_json([_as_dict(r, found[r.job_id], found, elements) for r, elements in groups])
         return
-    rows = []
-    for top, elements in groups:
-        for r in (top, *elements):
-            s = found[r.job_id]
-            m = last_metrics(Path(r.run_dir)) or {}
-            recipe = r.recipe + (f":{r.preset}" if r.preset else "")
-            state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
-            chain = retries(r)
-            if chain:
-                last = found.get(str(chain[-1]["to"]))
-                state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
-            job_id, submitted = r.job_id, r.submitted_at
-            if r is not top:  # an element, under its sweep: its values instead of the recipe
-                job_id, recipe, submitted = f"  {r.job_id}", _values(r), ""
-            elif is_sweep(r):
-                recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
-                state = _sweep_state(s, elements, found)
-            rows.append((job_id, recipe, r.profile, r.layout, state, _elapsed(s),
-                         _num(m["loss"]) if "loss" in m else "", submitted))
-    print_table(["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted"], rows)
+    rows = [_job_row(r, top, elements, found) for top, elements in groups for r in (top, *elements)]
+    print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, shrink=("name", "recipe"),
+                styles={"state": state_style}, short={"submitted": lambda t: t[5:]})
 
 
 def register(group: click.Group) -> None:

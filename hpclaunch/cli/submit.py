@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch import submit as submission
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.errors import JobFailed
 from hpclaunch.resolve import CliOverrides, resolve
@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
 
 
-@click.command("submit")
+@click.command("submit", epilog=examples(
+    "hpclaunch submit recipes/gpt2 --profile local --preset tiny --follow",
+    "hpclaunch submit gpt2 --profile guangzhou-a800 --layout 2n8g --dry-run  # print the script only",
+    "hpclaunch submit bert_large --profile guangzhou-a800 --set train.lr=3e-5",
+    "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
+    "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
+    "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
 @click.argument("recipe")
 @click.option("--profile", "-p", metavar="PROFILE",
               help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
@@ -42,11 +48,13 @@ if TYPE_CHECKING:
               help="with --sweep: run at most K elements at a time (default: all)")
 @click.option("--skip-fit-check", is_flag=True,
               help="queue it even when the memory plan says it does not fit its devices (docs/plan.md)")
+@click.option("--parsable", is_flag=True, help="print only the job id (a sweep's: the array's id), as sbatch "
+              "--parsable does")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, skip_fit_check: bool, as_json: bool) -> None:
+               max_parallel: int | None, skip_fit_check: bool, parsable: bool, as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -56,11 +64,14 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None)
+    if parsable and (dry_run or as_json):
+        raise click.UsageError("--parsable prints the id of the job queued: not with "
+                               + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
     if sweeps or max_parallel is not None:
         from hpclaunch.cli.sweeps import submit_sweep
 
         submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
-                     skip_fit_check=skip_fit_check)
+                     skip_fit_check=skip_fit_check, parsable=parsable)
         return
     spec = resolve_spec(recipe, profile, cli)
     say_inject(spec)
@@ -70,7 +81,9 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     else:
         done = submission.submit(spec, skip_fit_check=skip_fit_check)
     say_after_submit(spec, dry_run, done.warnings)
-    if as_json:
+    if parsable:
+        click.echo(done.job_id)
+    elif as_json:
         echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
                    "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
     elif dry_run:

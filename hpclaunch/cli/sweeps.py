@@ -25,7 +25,8 @@ INTERRUPTED = 130
 
 
 def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
-                 *, dry_run: bool, follow: bool, as_json: bool, skip_fit_check: bool = False) -> None:
+                 *, dry_run: bool, follow: bool, as_json: bool, skip_fit_check: bool = False,
+                 parsable: bool = False) -> None:
     if not items:
         raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
     if is_jobspec_file(recipe):
@@ -40,7 +41,9 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
             else sweep.submit(elements, max_parallel, skip_fit_check=skip_fit_check))
     say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
-    if as_json:
+    if parsable:
+        click.echo(done.job_id)
+    elif as_json:
         echo_json({"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
                    "layout": first.layout, "profile": first.profile.name, "recipe": first.recipe.name,
                    "keys": list(done.keys), "max_parallel": max_parallel,

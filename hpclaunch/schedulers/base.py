@@ -22,6 +22,21 @@ TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"
                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
 
 
+def clock(seconds: int | float | None) -> str | None:
+    """Seconds as squeue prints a duration: 7 -> "0:07", 3723 -> "1:02:03", 90000 -> "1-01:00:00"."""
+    if seconds is None or seconds < 0:
+        return None
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{s:02d}"
+    return f"{minutes}:{s:02d}"
+
+
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
@@ -29,9 +44,10 @@ class JobStatus:
     reason: str | None = None  # Slurm's pending/failure reason code, e.g. Resources
     exit_code: str | None = None  # "0:0" style (code:signal)
     nodes: str | None = None
-    elapsed: str | None = None
+    elapsed: str | None = None  # as squeue prints it (`clock`): 0:07, 1:02:03, 2-00:00:00
     time_limit: str | None = None
     source: str = ""  # which command answered: squeue, scontrol, sacct, local
+    ended: str | None = None  # when it ended (local time, 2026-11-23T06:44:07), where the scheduler says
 
     @property
     def finished(self) -> bool:
