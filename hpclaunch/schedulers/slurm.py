@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch import cmd
+from hpclaunch import cmd, containers
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.runfiles import CHECKPOINT_PREFIX, RunFiles
@@ -95,6 +95,7 @@ class SlurmScheduler(Scheduler):
             "options": sbatch_options(spec, run_dir),
             "cpus_per_task": part.cpus_per_node,
             "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
+            "container": containers.step_options(spec, run_dir),
             "state_dir": RunFiles(run_dir).scheduler_state(self.name),
             "checkpoint_glob": f"{CHECKPOINT_PREFIX}*",
             "max_requeues": spec.profile.max_requeues_without_progress,
