@@ -40,11 +40,16 @@ if TYPE_CHECKING:
                    "e.g. train.lr=1e-4,3e-4")
 @click.option("--max-parallel", type=click.IntRange(1), default=None, metavar="K",
               help="with --sweep: run at most K elements at a time (default: all)")
+@click.option("--after", "after", multiple=True, metavar="JOB[:ok|any|notok]",
+              help="start only once job (or sweep) JOB completed (ok, the default), ended in any state (any) or "
+                   "failed (notok); Slurm only")
+@click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
+              help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, as_json: bool) -> None:
+               max_parallel: int | None, after: tuple[str, ...], sbatch: tuple[str, ...], as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -53,15 +58,17 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     """
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
-                       inject=os.environ.get("HPCLAUNCH_INJECT") or None)
+                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch)
     if sweeps or max_parallel is not None:
         from hpclaunch.cli.sweeps import submit_sweep
 
-        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json)
+        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
+                     after=after)
         return
     spec = _spec(recipe, profile, cli)
     say_inject(spec)
-    done = submission.dry_run(spec) if dry_run else submission.submit(spec)
+    waits = say_after(spec, after, dry_run)
+    done = submission.dry_run(spec) if dry_run else submission.submit(spec, after)
     say_after_submit(spec, dry_run, done.warnings)
     if as_json:
         echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
@@ -70,7 +77,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(done.script, nl=False)
         click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
     else:
-        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
+        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})"
+                   + (f", waiting for {waits}" if waits else ""))
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
         _follow(done.job_id)
@@ -80,6 +88,17 @@ def say_inject(spec: JobSpec) -> None:
     if spec.inject:
         click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
                    err=True)
+
+
+def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
+    """Checks --after before anything is written; a dry run says how the job would be queued. Returns the
+    condition in words ("" without --after)."""
+    from hpclaunch.schedulers import get_scheduler
+
+    options = get_scheduler(spec.profile.scheduler).dependency_options(after)
+    if dry_run and options:
+        click.echo(f"# would be queued with: {' '.join(options)}", err=True)
+    return ", ".join(after)
 
 
 def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:

@@ -10,7 +10,7 @@ import click
 
 from hpclaunch import sweep
 from hpclaunch.cli.options import echo_json
-from hpclaunch.cli.submit import say_after_submit, say_inject
+from hpclaunch.cli.submit import say_after, say_after_submit, say_inject
 from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.errors import JobFailed
 from hpclaunch.runfiles import RunFiles
@@ -25,7 +25,7 @@ INTERRUPTED = 130
 
 
 def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
-                 *, dry_run: bool, follow: bool, as_json: bool) -> None:
+                 *, dry_run: bool, follow: bool, as_json: bool, after: Sequence[str] = ()) -> None:
     if not items:
         raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
     if is_jobspec_file(recipe):
@@ -36,7 +36,8 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
     elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
     first = elements[0][1]
     say_inject(first)
-    done = sweep.dry_run(elements, max_parallel) if dry_run else sweep.submit(elements, max_parallel)
+    waits = say_after(first, tuple(after), dry_run)
+    done = sweep.dry_run(elements, max_parallel) if dry_run else sweep.submit(elements, max_parallel, after)
     say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
     if as_json:
@@ -52,7 +53,7 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
     else:
         at_a_time = f", {max_parallel} at a time" if max_parallel else ""
         click.echo(f"submitted sweep {done.job_id}: {len(done.elements)} elements of {first.recipe.name} on "
-                   f"{first.profile.name}, {first.layout}{at_a_time}")
+                   f"{first.profile.name}, {first.layout}{at_a_time}" + (f", waiting for {waits}" if waits else ""))
         for job_id, e in zip(ids, done.elements, strict=True):
             click.echo(f"  {job_id}  {e.label}  {e.run_dir}")
         click.echo(f"sweep folder: {done.sweep_dir}")
