@@ -17,7 +17,7 @@ from hpclaunch.resolve import CliOverrides, resolve
 from hpclaunch.rundir import with_recipe_copy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-LOCAL_APPTAINER = FIXTURES / "cluster_profiles" / "local-apptainer.yaml"
+LOCAL_APPTAINER = FIXTURES / "container_profiles" / "local-apptainer.yaml"
 
 
 def _profile(tmp_path: Path, container: dict | None, **over) -> Path:

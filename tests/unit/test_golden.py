@@ -49,12 +49,13 @@ def _cases() -> list[tuple[str, str, str, str | None, str]]:
         ("mixtral-guangzhou-a800-2n8g", "mixtral", "guangzhou-a800", None, "2n8g"),
         ("gpt2-local-1n2g-tiny", "gpt2", "local", "tiny", "1n2g"),
     ]
-    # containers (docs/containers.md), with the test profiles of tests/fixtures/cluster_profiles/
+    # containers (docs/containers.md), with the test profiles of tests/fixtures/container_profiles/
+    boxed = GOLDEN.parent / "container_profiles"
     cases += [
-        ("torchrun-a800-apptainer-2n", "allreduce", "a800-apptainer", None, "2n2g"),
-        ("deepspeed-a800-pyxis-2n", "allreduce_ds", "a800-pyxis", None, "2n2g"),
-        ("torchrun-ascend-apptainer-1n", "allreduce", "ascend-apptainer", None, "1n2g"),
-        ("torchrun-local-apptainer-1n", "allreduce", "local-apptainer", None, "1n2g"),
+        ("torchrun-a800-apptainer-2n", "allreduce", str(boxed / "a800-apptainer.yaml"), None, "2n2g"),
+        ("deepspeed-a800-pyxis-2n", "allreduce_ds", str(boxed / "a800-pyxis.yaml"), None, "2n2g"),
+        ("torchrun-ascend-apptainer-1n", "allreduce", str(boxed / "ascend-apptainer.yaml"), None, "1n2g"),
+        ("torchrun-local-apptainer-1n", "allreduce", str(boxed / "local-apptainer.yaml"), None, "1n2g"),
     ]
     return cases
 
