@@ -93,6 +93,8 @@ def say_inject(spec: JobSpec) -> None:
 def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
     """Checks --after before anything is written; a dry run says how the job would be queued. Returns the
     condition in words ("" without --after)."""
+    if not after:
+        return ""
     from hpclaunch.schedulers import get_scheduler
 
     options = get_scheduler(spec.profile.scheduler).dependency_options(after)
