@@ -18,6 +18,8 @@ from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, writ
 from hpclaunch.runfiles import RunFiles
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hpclaunch import registry
     from hpclaunch.jobspec import JobSpec
 
@@ -52,21 +54,23 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
-def submit(spec: JobSpec, *, skip_fit_check: bool = False) -> Submission:
+def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = False) -> Submission:
     """The record is written (pending, naming the run directory) before the scheduler is asked and gets
-    the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
+    the job id after: a submit killed in between leaves a record that `registry.recover` settles. `after`:
+    ``JOB[:ok|any|notok]`` the job waits for (checked before anything is written)."""
     from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
 
-    prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     scheduler = get_scheduler(spec.profile.scheduler)
+    scheduler.dependency_options(after)
+    prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     try:
         pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
     try:
-        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+        job_id = scheduler.submit(prepared.script_path, prepared.run_dir, after)
     except BaseException:
         pending.abandon()
         remove_run_dir(prepared.run_dir)

@@ -193,19 +193,22 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     return SweepSubmission(sweep_dir, script, tuple(done), keys, max_parallel, None, tuple(warnings))
 
 
-def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, *,
-           skip_fit_check: bool = False) -> SweepSubmission:
-    """dry_run + one job array; records the sweep and each element. A refused array leaves nothing behind."""
+def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
+           after: Sequence[str] = (), *, skip_fit_check: bool = False) -> SweepSubmission:
+    """dry_run + one job array (waiting for the jobs of `after`); records the sweep and each element. A refused
+    array leaves nothing behind."""
     from hpclaunch import registry
     from hpclaunch.rundir import remove_run_dir
     from hpclaunch.schedulers import get_scheduler
     from hpclaunch.submit import job_record
 
+    scheduler = get_scheduler(elements[0][1].profile.scheduler)
+    scheduler.dependency_options(after)
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     first = prepared.elements[0].spec
-    scheduler = get_scheduler(first.profile.scheduler)
     try:
-        job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel)
+        job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel,
+                                        after)
     except BaseException:
         remove_run_dir(prepared.sweep_dir)
         raise

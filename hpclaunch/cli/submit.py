@@ -50,11 +50,17 @@ if TYPE_CHECKING:
               help="queue it even when the memory plan says it does not fit its devices (docs/plan.md)")
 @click.option("--parsable", is_flag=True, help="print only the job id (a sweep's: the array's id), as sbatch "
               "--parsable does")
+@click.option("--after", "after", multiple=True, metavar="JOB[:ok|any|notok]",
+              help="start only once job (or sweep) JOB completed (ok, the default), ended in any state (any) or "
+                   "failed (notok); Slurm only")
+@click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
+              help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, skip_fit_check: bool, parsable: bool, as_json: bool) -> None:
+               max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
+               sbatch: tuple[str, ...], as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -63,7 +69,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     """
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
-                       inject=os.environ.get("HPCLAUNCH_INJECT") or None)
+                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
@@ -71,15 +77,16 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         from hpclaunch.cli.sweeps import submit_sweep
 
         submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
-                     skip_fit_check=skip_fit_check, parsable=parsable)
+                     skip_fit_check=skip_fit_check, parsable=parsable, after=after)
         return
     spec = resolve_spec(recipe, profile, cli)
     say_inject(spec)
+    waits = say_after(spec, after, dry_run)
     if dry_run:
         done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
         say_plan(spec)
     else:
-        done = submission.submit(spec, skip_fit_check=skip_fit_check)
+        done = submission.submit(spec, after, skip_fit_check=skip_fit_check)
     say_after_submit(spec, dry_run, done.warnings)
     if parsable:
         click.echo(done.job_id)
@@ -90,7 +97,8 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(done.script, nl=False)
         click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
     else:
-        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
+        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})"
+                   + (f", waiting for {waits}" if waits else ""))
         click.echo(f"run directory: {done.run_dir}")
     if follow and done.job_id is not None:
         _follow(done.job_id)
@@ -114,6 +122,19 @@ def say_plan(spec: JobSpec) -> None:
     except NoPlan as exc:
         line = f"plan: not made: {exc.message}"
     click.echo(f"hpclaunch: {line}", err=True)
+
+
+def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
+    """Checks --after before anything is written; a dry run says how the job would be queued. Returns the
+    condition in words ("" without --after)."""
+    if not after:
+        return ""
+    from hpclaunch.schedulers import get_scheduler
+
+    options = get_scheduler(spec.profile.scheduler).dependency_options(after)
+    if dry_run and options:
+        click.echo(f"# would be queued with: {' '.join(options)}", err=True)
+    return ", ".join(after)
 
 
 def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:

@@ -10,7 +10,7 @@ import click
 
 from hpclaunch import sweep
 from hpclaunch.cli.options import echo_json
-from hpclaunch.cli.submit import say_after_submit, say_inject
+from hpclaunch.cli.submit import say_after, say_after_submit, say_inject
 from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.errors import JobFailed
 from hpclaunch.runfiles import RunFiles
@@ -26,7 +26,7 @@ INTERRUPTED = 130
 
 def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
                  *, dry_run: bool, follow: bool, as_json: bool, skip_fit_check: bool = False,
-                 parsable: bool = False) -> None:
+                 parsable: bool = False, after: Sequence[str] = ()) -> None:
     if not items:
         raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
     if is_jobspec_file(recipe):
@@ -37,8 +37,9 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
     elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
     first = elements[0][1]
     say_inject(first)
+    waits = say_after(first, tuple(after), dry_run)
     done = (sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check) if dry_run
-            else sweep.submit(elements, max_parallel, skip_fit_check=skip_fit_check))
+            else sweep.submit(elements, max_parallel, after, skip_fit_check=skip_fit_check))
     say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
     if parsable:
@@ -56,7 +57,7 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
     else:
         at_a_time = f", {max_parallel} at a time" if max_parallel else ""
         click.echo(f"submitted sweep {done.job_id}: {len(done.elements)} elements of {first.recipe.name} on "
-                   f"{first.profile.name}, {first.layout}{at_a_time}")
+                   f"{first.profile.name}, {first.layout}{at_a_time}" + (f", waiting for {waits}" if waits else ""))
         for job_id, e in zip(ids, done.elements, strict=True):
             click.echo(f"  {job_id}  {e.label}  {e.run_dir}")
         click.echo(f"sweep folder: {done.sweep_dir}")

@@ -71,9 +71,21 @@ class Scheduler(ABC):
         of the array runs ``specs[i]``, at most `max_parallel` at a time (None: no limit)."""
         return {"max_parallel": max_parallel}
 
-    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
-        """Queue a sweep's array script as one job array of `count` elements; return the array's id.
-        Element i's job id is ``<id>_<i>``."""
+    def dependency_options(self, after: Sequence[str]) -> list[str]:
+        """How this scheduler is told to start the job only after others (``submit --after JOB[:ok|any|notok]``);
+        raise ConfigError for a value it cannot take. The default: it cannot wait for other jobs."""
+        from hpclaunch.errors import ConfigError
+
+        if not after:
+            return []
+        raise ConfigError(f"the {self.name} scheduler starts a job at once and cannot wait for another",
+                          key="--after", hint="submit when that job has ended, or use a profile whose scheduler "
+                                              "is slurm")
+
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
+                     after: Sequence[str] = ()) -> str:
+        """Queue a sweep's array script as one job array of `count` elements, once the jobs of `after` allow
+        (``dependency_options``); return the array's id. Element i's job id is ``<id>_<i>``."""
         from hpclaunch.errors import ConfigError
 
         raise ConfigError(f"the {self.name} scheduler cannot run a sweep (submit --sweep)",
@@ -85,8 +97,9 @@ class Scheduler(ABC):
         return None
 
     @abstractmethod
-    def submit(self, script: Path, run_dir: Path) -> str:
-        """Queue the job script; return the job id."""
+    def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
+        """Queue the job script, to start once the jobs of `after` allow (``dependency_options``); return
+        the job id."""
 
     @abstractmethod
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:

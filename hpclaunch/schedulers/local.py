@@ -114,12 +114,15 @@ def _stop_group(pgid: int, grace: float = 15) -> None:
 class LocalScheduler(Scheduler):
     name = "local"
 
-    def submit(self, script: Path, run_dir: Path) -> str:
+    def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
+        self.dependency_options(after)  # refused: a local job starts at once
         job_id = registry.next_local_id()
         _start(["bash", str(script)], run_dir, job_id)
         return job_id
 
-    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
+                     after: Sequence[str] = ()) -> str:
+        self.dependency_options(after)
         job_id = registry.next_local_id()
         # the supervisor imports this very hpclaunch, installed or not
         root = str(Path(hpclaunch.__file__).resolve().parents[1])

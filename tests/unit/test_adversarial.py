@@ -410,7 +410,7 @@ def test_submit_records_the_job_before_the_scheduler_is_asked(hpc_home, monkeypa
 
     seen = []
 
-    def fake_submit(self, script, run_dir):
+    def fake_submit(self, script, run_dir, after=()):
         seen.extend(p.name for p in (hpc_home / "registry").glob("pending-*.json"))
         return "local-77"
 

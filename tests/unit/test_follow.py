@@ -134,7 +134,7 @@ def fake_submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
     done = SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=[],
                            script="")
-    monkeypatch.setattr(submission, "submit", lambda spec, **_: done)
+    monkeypatch.setattr(submission, "submit", lambda spec, *_, **__: done)
 
 
 def test_ctrl_c_in_submit_follow_exits_130(deleted_job: str, fake_submit: None,
