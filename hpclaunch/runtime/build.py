@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from hpclaunch import timeline
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
 from hpclaunch.runtime.overrides import apply_overrides, read_override, set_dropout
@@ -183,4 +184,5 @@ def load_tokenizer_and_model(
     for change in changes:
         log(f"config {change}")
     log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    timeline.mark("model_loaded")  # rank 0
     return tokenizer, tokenizer_src, model
