@@ -18,6 +18,9 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
     RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
     RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
+    RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
+                                                    finished; one line per phase and restart (hpclaunch.timeline)
+    RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
@@ -57,6 +60,8 @@ MSRUN_LOGS = "msrun"
 SWEEP_SCRIPT = "sweep.sbatch"
 SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
+TIMELINE = "timeline.jsonl"
+TENSORBOARD = "tensorboard"
 _CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 # --- the variables the job script exports for everything that runs inside the job
@@ -224,6 +229,14 @@ class RunFiles:
     @property
     def retries(self) -> Path:
         return self.root / "retries.jsonl"
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / TENSORBOARD
 
     # --- reading back
     def job_outputs(self) -> list[Path]:

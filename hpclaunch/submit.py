@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import timeline
 from hpclaunch.preflight import fits_devices, preflight
 from hpclaunch.render.render import render
 from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
@@ -69,12 +70,14 @@ def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = F
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
+    asked = time.time()
     try:
         job_id = scheduler.submit(prepared.script_path, prepared.run_dir, after)
     except BaseException:
         pending.abandon()
         remove_run_dir(prepared.run_dir)
         raise
+    timeline.submitted(prepared.run_dir, job_id, asked)
     pending.complete(job_id)
     return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)
 

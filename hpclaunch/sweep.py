@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import timeline
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.runfiles import SweepFiles
 
@@ -206,6 +208,7 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
     scheduler.dependency_options(after)
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     first = prepared.elements[0].spec
+    asked = time.time()
     try:
         job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel,
                                         after)
@@ -214,6 +217,7 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
         raise
     done = replace(prepared, job_id=job_id)
     for e in done.elements:
+        timeline.submitted(e.run_dir, done.element_id(e.index), asked)
         registry.add(job_record(e.spec, done.element_id(e.index), scheduler.name, e.run_dir,
                                 {"id": job_id, "index": e.index, "values": e.values}))
     registry.add(job_record(first, job_id, scheduler.name, done.sweep_dir,

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import registry
+from hpclaunch import registry, timeline
 from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
 
 if TYPE_CHECKING:
@@ -27,9 +28,10 @@ def _fmt(v: object) -> str:
               "(default RUN_DIR/report)")
 @json_option
 def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
-    """PNG plots of loss, lr and tokens/s per step from JOB's metrics, and a text summary."""
+    """PNG plots of loss, lr and tokens/s per step from JOB's metrics, the start-up timeline as a bar, and a
+    text summary."""
     from hpclaunch.report.metrics import load_run, summary
-    from hpclaunch.report.plots import plot_run
+    from hpclaunch.report.plots import plot_run, plot_timeline
 
     record = registry.get(job)
     if is_sweep(record):
@@ -38,11 +40,16 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     m = load_run(Path(record.run_dir), job)
     out = out or Path(record.run_dir) / "report"
     paths = plot_run(m, out, f"job {job} ({record.recipe})")
+    restarts = timeline.load(RunFiles(Path(record.run_dir)))
+    if restarts:
+        paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
-    text = "\n".join(f"{k}: {_fmt(v)}" for k, v in info.items())
+    text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
+                      *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        echo_json({**info, "plots": [str(p) for p in paths], "summary_file": str(out / "summary.txt")})
+        echo_json({**info, "timeline": restarts, "plots": [str(p) for p in paths],
+                   "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)
     for p in [*paths, out / "summary.txt"]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from hpclaunch import registry
+from hpclaunch import registry, timeline
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style
 from hpclaunch.report.metrics import last_metrics
@@ -128,7 +128,8 @@ def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
     chain = retries(r)
     latest = found.get(str(chain[-1]["to"])) if chain else None
     out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
-           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None}
+           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
+           "timeline": timeline.load(RunFiles(Path(r.run_dir)))}
     if is_sweep(r):
         out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
     return out
@@ -198,6 +199,7 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
         metrics = _metrics_line(last_metrics(Path(r.run_dir)))
         if metrics:
             click.echo(f"  last metrics: {metrics}")
+        _print_timeline(timeline.load(RunFiles(Path(r.run_dir))))
         if sweep_id(r):
             click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
         click.echo(f"  run directory: {r.run_dir}")
@@ -205,6 +207,13 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
             click.echo(f"  (from {s.source})")
         if s.finished and s.state != "COMPLETED":
             click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+
+
+def _print_timeline(restarts: list[dict]) -> None:
+    """queued 3m12s, start-up 41s (env 18s, ...), training 10m05s; one line per restart when there are several."""
+    for entry in restarts:
+        which = "" if len(restarts) == 1 else f" (restart {entry['restart']}, job {entry['job']})"
+        click.echo(f"  timeline{which}: {timeline.describe(entry)}")
 
 
 def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> None:

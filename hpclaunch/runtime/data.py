@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from hpclaunch import timeline
 from hpclaunch.errors import AssetError
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
@@ -192,6 +193,7 @@ def train_and_eval_batches(blocks: dict[str, torch.Tensor], t: TrainSpec, d: Dis
     """This rank's training batches and, when the data has a validation split, its eval batches
     (not shuffled, so every evaluation sees the same blocks)."""
     train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed)
+    timeline.mark("data_ready")  # rank 0
     if "validation" not in blocks:
         return train, None
     return train, Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hpclaunch import timeline
 from hpclaunch.runtime import checkpoint, progress
 from hpclaunch.runtime.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.runtime.inject import Injector
@@ -123,6 +124,9 @@ def train(
         grad_norm = engine.step()
         prog.enter("optimizer", step)
         steps_since += 1
+        if step == start + 1 and d.is_main:  # once: the first step's end, for the start-up timeline
+            d.synchronize()
+            timeline.mark("first_step")
 
         last = step == t.max_steps
         if step % t.log_every == 0 or last or step == stop_at:
