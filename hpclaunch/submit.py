@@ -56,9 +56,12 @@ def submit(spec: JobSpec) -> Submission:
     from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
 
+    from hpclaunch.provenance import record_submit
+
     prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
     try:
+        record_submit(spec, prepared.run_dir)  # the original recipe folder's git state: the job sees a copy
         pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
     except BaseException:
         remove_run_dir(prepared.run_dir)

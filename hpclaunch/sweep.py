@@ -199,10 +199,14 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None) -
     from hpclaunch.schedulers import get_scheduler
     from hpclaunch.submit import job_record
 
+    from hpclaunch.provenance import record_submit
+
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True)
     first = prepared.elements[0].spec
     scheduler = get_scheduler(first.profile.scheduler)
     try:
+        for (_, spec), e in zip(elements, prepared.elements, strict=True):
+            record_submit(spec, e.run_dir)
         job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel)
     except BaseException:
         remove_run_dir(prepared.sweep_dir)
