@@ -195,11 +195,10 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
 def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None) -> SweepSubmission:
     """dry_run + one job array; records the sweep and each element. A refused array leaves nothing behind."""
     from hpclaunch import registry
+    from hpclaunch.provenance import record_submit
     from hpclaunch.rundir import remove_run_dir
     from hpclaunch.schedulers import get_scheduler
-    from hpclaunch.submit import job_record
-
-    from hpclaunch.provenance import record_submit
+    from hpclaunch.submission import job_record
 
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True)
     first = prepared.elements[0].spec

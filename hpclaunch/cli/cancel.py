@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch import registry
 from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.errors import HpclaunchError
-from hpclaunch.schedulers import get_scheduler
 
 
 @click.command("cancel")
@@ -15,15 +12,14 @@ from hpclaunch.schedulers import get_scheduler
 @json_option
 def cancel_cmd(job: str, as_json: bool) -> None:
     """Cancel JOB (every step and the batch script)."""
-    record = registry.get(job)
-    if record.pending:
-        raise HpclaunchError(f"{record.job_id} is still being handed to the scheduler; it has no job id yet",
-                             hint="run `hpclaunch jobs` in a moment and cancel the job id it shows")
-    get_scheduler(record.scheduler).cancel(record.job_id)
+    from hpclaunch.api import job as find_job
+
+    found = find_job(job)
+    found.cancel()
     if as_json:
-        echo_json({"job_id": record.job_id, "cancelled": True})
+        echo_json({"job_id": found.job_id, "cancelled": True})
     else:
-        click.echo(f"cancelled {record.job_id}")
+        click.echo(f"cancelled {found.job_id}")
 
 
 def register(group: click.Group) -> None:

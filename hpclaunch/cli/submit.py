@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import submit as submission
 from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.errors import JobFailed
-from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.resolve import CliOverrides
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
@@ -51,29 +49,32 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     earlier run directory, which is submitted again exactly as it was resolved. With --sweep, every
     combination of the values is resolved as with --set and runs as one element of a job array.
     """
+    from hpclaunch.api import submit_request
+
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None)
-    if sweeps or max_parallel is not None:
-        from hpclaunch.cli.sweeps import submit_sweep
+    job = submit_request(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run)
+    if job.sweep is not None:
+        from hpclaunch.cli.sweeps import print_sweep
 
-        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json)
+        print_sweep(job.sweep, dry_run=dry_run, follow=follow, as_json=as_json)
         return
-    spec = _spec(recipe, profile, cli)
+    spec = job.spec
+    assert spec is not None  # submitted in this process
     say_inject(spec)
-    done = submission.dry_run(spec) if dry_run else submission.submit(spec)
-    say_after_submit(spec, dry_run, done.warnings)
+    say_after_submit(spec, dry_run, job.warnings)
     if as_json:
-        echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
+        echo_json({"job_id": job.job_id, "run_dir": str(job.run_dir), "script": str(job.script),
                    "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
     elif dry_run:
-        click.echo(done.script, nl=False)
-        click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
+        click.echo(job.script.read_text(encoding="utf-8"), nl=False)
+        click.echo(f"# dry run: nothing submitted; run directory {job.run_dir}", err=True)
     else:
-        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
-        click.echo(f"run directory: {done.run_dir}")
-    if follow and done.job_id is not None:
-        _follow(done.job_id)
+        click.echo(f"submitted job {job.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
+        click.echo(f"run directory: {job.run_dir}")
+    if follow and job.job_id is not None:
+        _follow(job.job_id)
 
 
 def say_inject(spec: JobSpec) -> None:
@@ -110,18 +111,6 @@ def _follow(job_id: str) -> None:
                err=True)
     if status.state != "COMPLETED":
         raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
-
-
-def _spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
-    if is_jobspec_file(recipe):
-        from hpclaunch.resolve import resolve_again
-
-        # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
-        return resolve_again(recipe, cli, profile)
-    if not profile:
-        raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
-    # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever
-    return resolve(recipe, profile, cli, light=True)
 
 
 def register(group: click.Group) -> None:

@@ -1,4 +1,4 @@
-"""submit = dry-run + schedule (rule 3).
+"""submit = dry-run + schedule (rule 3). The Python API and the CLI both come here through hpclaunch/api.py.
 
 The dry-run resolves, checks and renders, and writes the run directory; nothing else. Scheduling
 hands the script to the scheduler and records the job. If the scheduler refuses, the run directory
@@ -54,9 +54,8 @@ def submit(spec: JobSpec) -> Submission:
     """The record is written (pending, naming the run directory) before the scheduler is asked and gets
     the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
     from hpclaunch import registry
-    from hpclaunch.schedulers import get_scheduler
-
     from hpclaunch.provenance import record_submit
+    from hpclaunch.schedulers import get_scheduler
 
     prepared = dry_run(spec, check_scheduler=True, strict=True)
     scheduler = get_scheduler(spec.profile.scheduler)
