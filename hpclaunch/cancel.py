@@ -5,12 +5,12 @@ array); an element's id only that element."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpclaunch import registry
 from hpclaunch.errors import HpclaunchError
+from hpclaunch.jobstate import statuses
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.sweep import is_sweep
 
@@ -53,12 +53,7 @@ def records(job_ids: Sequence[str]) -> list[registry.JobRecord]:
 def cancel(job_ids: Sequence[str]) -> list[Cancelled]:
     """Cancel each job that has not ended yet; report the others as already ended."""
     found = records(job_ids)
-    by_sched: dict[str, list[str]] = defaultdict(list)
-    for r in found:
-        by_sched[r.scheduler].append(r.job_id)
-    states: dict[str, JobStatus] = {}
-    for name, ids in by_sched.items():
-        states.update(get_scheduler(name).status(ids))
+    states = statuses(found)
     out = []
     for r in found:
         s = states.get(r.job_id) or JobStatus(r.job_id, "UNKNOWN")

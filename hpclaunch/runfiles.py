@@ -16,6 +16,8 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
+    RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
+                                                    nodes, devices, assets, environment (submit + the job at start)
     RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
     RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
     RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
@@ -62,6 +64,7 @@ SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
 TIMELINE = "timeline.jsonl"
 TENSORBOARD = "tensorboard"
+PROVENANCE = "provenance.json"
 _CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 # --- the variables the job script exports for everything that runs inside the job
@@ -221,6 +224,10 @@ class RunFiles:
 
     def rank_exits(self, restart: int) -> list[Path]:
         return sorted(self.progress.glob(f"rank-*.restart-{restart}.exit")) if self.progress.is_dir() else []
+
+    @property
+    def provenance(self) -> Path:
+        return self.root / PROVENANCE
 
     @property
     def stop_reason(self) -> Path:

@@ -200,16 +200,19 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
     """dry_run + one job array (waiting for the jobs of `after`); records the sweep and each element. A refused
     array leaves nothing behind."""
     from hpclaunch import registry
+    from hpclaunch.provenance import record_submit
     from hpclaunch.rundir import remove_run_dir
     from hpclaunch.schedulers import get_scheduler
-    from hpclaunch.submit import job_record
+    from hpclaunch.submission import job_record
 
     scheduler = get_scheduler(elements[0][1].profile.scheduler)
     scheduler.dependency_options(after)
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     first = prepared.elements[0].spec
-    asked = time.time()
     try:
+        for (_, spec), e in zip(elements, prepared.elements, strict=True):
+            record_submit(spec, e.run_dir)
+        asked = time.time()
         job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel,
                                         after)
     except BaseException:

@@ -30,7 +30,7 @@ def plan_cmd(recipe: str, profile: str | None, preset: str | None, layout: str |
     the partition's gpu_memory_gb; and, when it does not fit, the nearest settings that do. Resolved as
     `hpclaunch submit` resolves it (same flags). Exit 0 whether it fits or not (see `fits` in --json).
     """
-    from hpclaunch.cli.submit import resolve_spec
+    from hpclaunch.api import resolve_spec
     from hpclaunch.plan import plan_job
     from hpclaunch.resolve import CliOverrides
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import registry, timeline
+from hpclaunch import provenance, registry, timeline
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
@@ -130,17 +130,35 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     path = out or Path(ra.run_dir) / "report" / f"compare-{job_b}.png"
     plot_compare(a, b, diff, path, (job_a, job_b))
     info = {k: v for k, v in diff.items() if k not in ("steps", "diff")}
+    ran_with = provenance.differences(provenance.load(Path(ra.run_dir)), provenance.load(Path(rb.run_dir)))
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
-        echo_json({**info, "per_step": per_step, "plot": str(path)})
+        echo_json({**info, "per_step": per_step, "plot": str(path),
+                   "provenance_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in ran_with]})
     else:
         click.echo(f"steps compared: {diff['common_steps']} (only in {job_a}: {diff['only_a']}, "
                    f"only in {job_b}: {diff['only_b']})")
         click.echo(f"max abs loss difference: {_fmt(diff['max_abs_diff'])}")
         click.echo(f"mean abs loss difference: {_fmt(diff['mean_abs_diff'])}")
+        _print_differences(ran_with, job_a, job_b)
         click.echo(f"wrote {path}")
     if tolerance is not None and (diff["max_abs_diff"] is None or diff["max_abs_diff"] > tolerance):
         raise JobFailed(f"losses differ by {_fmt(diff['max_abs_diff'])} > tolerance {tolerance:g}")
+
+
+def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_b: str) -> None:
+    """What the two runs ran with that differs (provenance.json), one line per key."""
+    if not found:
+        click.echo("provenance: no differences")
+        return
+    click.echo(f"provenance differences ({job_a} -> {job_b}):")
+    for key, a, b in found:
+        click.echo(f"  {key}: {_short(a)} -> {_short(b)}")
+
+
+def _short(v: object, limit: int = 80) -> str:
+    text = "(absent)" if v is None else str(v).replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _compare_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -> float | None:

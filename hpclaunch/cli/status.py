@@ -3,16 +3,16 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
-from hpclaunch import registry, timeline
+from hpclaunch import provenance, registry, timeline
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style
+from hpclaunch.jobstate import retries, statuses, stop_reason
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -21,32 +21,6 @@ from hpclaunch.sweep import is_sweep, label, sweep_elements, sweep_id
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
-
-
-def retries(r: registry.JobRecord) -> list[dict]:
-    """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
-    path = RunFiles(Path(r.run_dir)).retries
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("to"):
-            out.append(entry)
-    return out
-
-
-def stop_reason(r: registry.JobRecord) -> str | None:
-    """Why hpclaunch stopped the job itself (e.g. requeued too often without a new checkpoint)."""
-    try:
-        return RunFiles(Path(r.run_dir)).stop_reason.read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _find_job(record: registry.JobRecord) -> str | None:
@@ -63,24 +37,6 @@ def listed_records() -> list[registry.JobRecord]:
     for exc in bad:
         click.echo(f"hpclaunch: warning: skipped {exc.message} ({exc.hint})", err=True)
     return records
-
-
-def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
-    """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
-    by_sched: dict[str, list[str]] = defaultdict(list)
-    out: dict[str, JobStatus] = {}
-    for r in records:
-        if r.pending:
-            out[r.job_id] = JobStatus(r.job_id, "SUBMITTING", reason="hpclaunch is handing it to the scheduler",
-                                      source="hpclaunch")
-            continue
-        by_sched[r.scheduler].append(r.job_id)
-        chain = retries(r)
-        if chain:
-            by_sched[r.scheduler].append(str(chain[-1]["to"]))
-    for name, ids in by_sched.items():
-        out.update(get_scheduler(name).status(ids))
-    return out
 
 
 def grouped(records: list[registry.JobRecord]) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
@@ -129,7 +85,8 @@ def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
     latest = found.get(str(chain[-1]["to"])) if chain else None
     out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
            "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
-           "timeline": timeline.load(RunFiles(Path(r.run_dir)))}
+           "timeline": timeline.load(RunFiles(Path(r.run_dir))),
+           "provenance": provenance.summary(provenance.load(Path(r.run_dir)))}
     if is_sweep(r):
         out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
     return out
@@ -203,6 +160,9 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
         if sweep_id(r):
             click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
         click.echo(f"  run directory: {r.run_dir}")
+        ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
+        if ran_with:
+            click.echo(f"  provenance: {ran_with}")
         if s.source:
             click.echo(f"  (from {s.source})")
         if s.finished and s.state != "COMPLETED":

@@ -130,11 +130,13 @@ def test_ctrl_c_in_logs_follow_exits_130_and_says_how_to_reattach(
 @pytest.fixture
 def fake_submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`submit` without a scheduler: the job is 'queued' as local-3."""
-    import hpclaunch.submit as submission
+    import hpclaunch.submission as submission
 
-    done = SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=[],
-                           script="")
-    monkeypatch.setattr(submission, "submit", lambda spec, *_, **__: done)
+    def done(spec: object, *_: object, **__: object) -> SimpleNamespace:
+        return SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=(),
+                               script="", spec=spec)
+
+    monkeypatch.setattr(submission, "submit", done)
 
 
 def test_ctrl_c_in_submit_follow_exits_130(deleted_job: str, fake_submit: None,

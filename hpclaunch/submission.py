@@ -1,4 +1,4 @@
-"""submit = dry-run + schedule (rule 3).
+"""submit = dry-run + schedule (rule 3). The Python API and the CLI both come here through hpclaunch/api.py.
 
 The dry-run resolves, checks and renders, and writes the run directory; nothing else. Scheduling
 hands the script to the scheduler and records the job. If the scheduler refuses, the run directory
@@ -60,12 +60,14 @@ def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = F
     the job id after: a submit killed in between leaves a record that `registry.recover` settles. `after`:
     ``JOB[:ok|any|notok]`` the job waits for (checked before anything is written)."""
     from hpclaunch import registry
+    from hpclaunch.provenance import record_submit
     from hpclaunch.schedulers import get_scheduler
 
     scheduler = get_scheduler(spec.profile.scheduler)
     scheduler.dependency_options(after)
     prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     try:
+        record_submit(spec, prepared.run_dir)  # the original recipe folder's git state: the job sees a copy
         pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
     except BaseException:
         remove_run_dir(prepared.run_dir)
