@@ -32,7 +32,7 @@ def test_two_node_job_has_every_phase_in_order_and_tensorboard_events(tmp_path):
                 "--nodes", "2", "--gpus-per-node", "1", "--set", "train.max_steps=4", "--set", "train.log_every=1",
                 "--set", "train.save_every=0", "--set", "train.eval_steps=2", "--follow", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    job = re.search(r"^job (\d+) ", proc.stdout, re.MULTILINE)
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
     assert job, proc.stdout[-2000:]
 
     status = json.loads(_cli(home, "status", job.group(1), "--json").stdout)
