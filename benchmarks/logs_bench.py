@@ -174,7 +174,7 @@ def main() -> None:
             return seam(argv, **kw)
 
         cmd.run = counting
-        from hpclaunch.cli.status import statuses
+        from hpclaunch.jobstate import statuses
 
         recs = [r for r in registry.all_records() if r.scheduler == "slurm"]
         t = time.perf_counter()

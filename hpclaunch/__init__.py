@@ -12,6 +12,25 @@ The package is layered in one direction (see docs/architecture.md):
     cli/         the thin click layer; the only place that prints and exits
 
 Nothing here imports torch, transformers, deepspeed or mindspore at import time.
+
+The Python API (docs/python-api.md): ``hpclaunch.submit(recipe, profile=..., ...)`` returns a ``Job``;
+``hpclaunch.job(ID)`` finds a recorded one. Both are loaded on first use (``import hpclaunch`` stays light).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["Job", "JobTimeout", "__version__", "job", "submit"]
+
+if TYPE_CHECKING:
+    from hpclaunch.api import Job, JobTimeout, job, submit
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Job", "JobTimeout", "job", "submit"):
+        from hpclaunch import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'hpclaunch' has no attribute {name!r}")

@@ -51,6 +51,8 @@ class JobSpec(StrictModel, JobSpecMethods):
     watchdog: Watchdog = Watchdog()
     retries: int = Field(0, ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")
     inject: str | None = Field(None, description="fault injection KIND:RANK:STEP (HPCLAUNCH_INJECT at submit)")
+    sbatch: dict[str, str | None] = Field({}, description="submit --sbatch KEY=VALUE: #SBATCH options over the "
+                                                          "profile's sbatch_extra (null: a bare flag)")
 
 
 def load_jobspec(path: str | Path) -> JobSpec:

@@ -6,6 +6,7 @@ SOFT only warn in a non-strict preflight (a dry run): the script is still render
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,6 @@ def _python_env_visible(spec: JobSpec) -> None:
     """The venv's activate script (or the conda init file) exists, where this machine can tell: the path is
     absolute and its folder exists here (a shared filesystem seen from the login node). A path under ~ or
     on a filesystem this machine does not mount is left to the job, which stops at once if it is wrong."""
-    import os
     from pathlib import Path
 
     from hpclaunch.errors import ConfigError
@@ -50,6 +50,24 @@ def _python_env_visible(spec: JobSpec) -> None:
                               "stop when it activates the python environment", key=f"profile {spec.profile.name} "
                               f"{key}", hint=f"fix the path in the profile; if the profile targets another machine "
                                              f"where the path exists, set {SKIP_ENV_CHECK}=1 to skip this check")
+
+
+def _container_image(spec: JobSpec) -> None:
+    """The profile's container image file exists, where this machine can tell: an absolute (or ~/) path whose
+    folder exists here (a shared filesystem seen from the login node). A registry image (pyxis's
+    nvcr.io#nvidia/pytorch:24.01-py3, Apptainer's docker://...) is not a file and is left to the runtime."""
+    from hpclaunch.containers import image_file
+    from hpclaunch.errors import ConfigError
+
+    path = image_file(spec)
+    if path is None or os.environ.get(SKIP_ENV_CHECK) == "1":
+        return
+    if path.parent.is_dir() and not path.exists():  # a sandbox folder is an image too
+        raise ConfigError(f"the container image {path} does not exist, though its folder is visible here; every "
+                          "node's launch would fail to start it", key=f"profile {spec.profile.name} container.image",
+                          hint="build or pull the image there (apptainer pull /path/x.sif docker://...), or fix "
+                               f"the path; if the profile targets another machine, set {SKIP_ENV_CHECK}=1 to skip this "
+                               "check")
 
 
 # Config attributes every transformers model has, or maps to its own names (GPT-2's n_layer is
@@ -114,8 +132,10 @@ def fits_devices(spec: JobSpec) -> None:
     check_fit(spec)
 
 
-CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _assets_staged, fits_devices]
-SOFT: set[Check] = {_python_env_visible, _assets_staged, fits_devices}  # a dry run warns; a real submit refuses
+CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _container_image, _assets_staged,
+                       fits_devices]
+# a dry run warns; a real submit refuses
+SOFT: set[Check] = {_python_env_visible, _container_image, _assets_staged, fits_devices}
 
 
 def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:

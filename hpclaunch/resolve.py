@@ -58,6 +58,7 @@ class CliOverrides:
     sets: Sequence[str] = field(default_factory=tuple)
     retries: int = 0  # submit --retries
     inject: str | None = None  # HPCLAUNCH_INJECT of the submitting environment
+    sbatch: Sequence[str] = field(default_factory=tuple)  # submit --sbatch KEY=VALUE
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -279,6 +280,17 @@ def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     }
 
 
+def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
+    if not cli.sbatch:
+        return {}
+    if profile.scheduler != "slurm":
+        raise ConfigError(f"profile {profile.name!r} uses the {profile.scheduler} scheduler, which has no "
+                          "sbatch options", key="--sbatch", hint="use a profile whose scheduler is slurm")
+    from hpclaunch.schedulers.slurm_options import parse_sbatch
+
+    return parse_sbatch(cli.sbatch)
+
+
 def _inject(cli: CliOverrides) -> str | None:
     if not cli.inject:
         return None
@@ -346,7 +358,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                           partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
                           grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                           sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
-                          inject=_inject(cli))
+                          inject=_inject(cli), sbatch=_sbatch(cli, profile))
 
 
 def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, *, light: bool = False) -> JobSpec:
@@ -395,4 +407,4 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
     # ones apply; all are recorded
     spec = resolve_parts(profile, src, again)
-    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets)})
+    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets), "sbatch": {**saved.sbatch, **spec.sbatch}})

@@ -16,8 +16,13 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
+    RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
+                                                    nodes, devices, assets, environment (submit + the job at start)
     RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
     RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
+    RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
+                                                    finished; one line per phase and restart (hpclaunch.timeline)
+    RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
@@ -57,6 +62,10 @@ MSRUN_LOGS = "msrun"
 SWEEP_SCRIPT = "sweep.sbatch"
 SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
+TIMELINE = "timeline.jsonl"
+TENSORBOARD = "tensorboard"
+PROVENANCE = "provenance.json"
+_CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 # --- the variables the job script exports for everything that runs inside the job
 ENV_RUN_DIR = "HPCLAUNCH_RUN_DIR"
@@ -171,6 +180,15 @@ class RunFiles:
     def model_files(self) -> Path:
         return self.root / MODEL_FILES
 
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest complete checkpoint (step, folder): what a restarted job resumes from; None if none."""
+        root = self.checkpoints
+        if not root.is_dir():
+            return None
+        steps = [(int(m.group(1)), p) for p in root.glob(f"{CHECKPOINT_PREFIX}*")
+                 if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+        return max(steps, key=lambda sp: sp[0], default=None)
+
     def scheduler_state(self, scheduler: str) -> Path:
         return self.root / scheduler
 
@@ -208,12 +226,24 @@ class RunFiles:
         return sorted(self.progress.glob(f"rank-*.restart-{restart}.exit")) if self.progress.is_dir() else []
 
     @property
+    def provenance(self) -> Path:
+        return self.root / PROVENANCE
+
+    @property
     def stop_reason(self) -> Path:
         return self.root / "stop_reason"
 
     @property
     def retries(self) -> Path:
         return self.root / "retries.jsonl"
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / TENSORBOARD
 
     # --- reading back
     def job_outputs(self) -> list[Path]:

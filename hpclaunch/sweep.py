@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import timeline
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.runfiles import SweepFiles
 
@@ -193,24 +195,32 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     return SweepSubmission(sweep_dir, script, tuple(done), keys, max_parallel, None, tuple(warnings))
 
 
-def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, *,
-           skip_fit_check: bool = False) -> SweepSubmission:
-    """dry_run + one job array; records the sweep and each element. A refused array leaves nothing behind."""
+def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
+           after: Sequence[str] = (), *, skip_fit_check: bool = False) -> SweepSubmission:
+    """dry_run + one job array (waiting for the jobs of `after`); records the sweep and each element. A refused
+    array leaves nothing behind."""
     from hpclaunch import registry
+    from hpclaunch.provenance import record_submit
     from hpclaunch.rundir import remove_run_dir
     from hpclaunch.schedulers import get_scheduler
-    from hpclaunch.submit import job_record
+    from hpclaunch.submission import job_record
 
+    scheduler = get_scheduler(elements[0][1].profile.scheduler)
+    scheduler.dependency_options(after)
     prepared = dry_run(elements, max_parallel, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     first = prepared.elements[0].spec
-    scheduler = get_scheduler(first.profile.scheduler)
     try:
-        job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel)
+        for (_, spec), e in zip(elements, prepared.elements, strict=True):
+            record_submit(spec, e.run_dir)
+        asked = time.time()
+        job_id = scheduler.submit_array(prepared.script_path, prepared.sweep_dir, len(prepared.elements), max_parallel,
+                                        after)
     except BaseException:
         remove_run_dir(prepared.sweep_dir)
         raise
     done = replace(prepared, job_id=job_id)
     for e in done.elements:
+        timeline.submitted(e.run_dir, done.element_id(e.index), asked)
         registry.add(job_record(e.spec, done.element_id(e.index), scheduler.name, e.run_dir,
                                 {"id": job_id, "index": e.index, "values": e.values}))
     registry.add(job_record(first, job_id, scheduler.name, done.sweep_dir,

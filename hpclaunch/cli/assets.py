@@ -7,16 +7,17 @@ from pathlib import Path
 import click
 
 from hpclaunch.assets.inventory import list_assets, profile_store, raise_for_problems, verify_store
-from hpclaunch.cli.options import echo_json, json_option, profile_option
+from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option, profile_option
 from hpclaunch.cli.tables import human, print_table
 
 
-@click.group("assets")
+@click.group("assets", cls=WholeHelpGroup, epilog=examples("hpclaunch assets list --profile guangzhou-a800",
+                                       "hpclaunch assets unpack assets.tar --profile guangzhou-a800"))
 def assets() -> None:
     """The offline asset store: list, verify, unpack."""
 
 
-@assets.command("list")
+@assets.command("list", epilog=examples("hpclaunch assets list --profile guangzhou-a800"))
 @profile_option
 @json_option
 def list_cmd(profile: str, as_json: bool) -> None:
@@ -47,7 +48,7 @@ def list_cmd(profile: str, as_json: bool) -> None:
     )
 
 
-@assets.command("verify")
+@assets.command("verify", epilog=examples("hpclaunch assets verify --profile guangzhou-a800"))
 @profile_option
 @json_option
 def verify_cmd(profile: str, as_json: bool) -> None:
@@ -67,14 +68,23 @@ def verify_cmd(profile: str, as_json: bool) -> None:
         click.echo(f"the asset store {store} is empty", err=True)
 
 
-@assets.command("unpack")
+@assets.command("unpack", epilog=examples("hpclaunch assets unpack assets.tar --profile guangzhou-a800",
+                                         "hpclaunch assets unpack assets.tar --profile guangzhou-a800 --json"))
 @click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
 @profile_option
-def unpack_cmd(archive: Path, profile: str) -> None:
+@json_option
+def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
     """Unpack a tar written by `stage-assets --pack` into the store, verifying every file."""
     from hpclaunch.assets.pack import unpack
 
-    for u in unpack(archive, profile_store(profile)):
+    store = profile_store(profile)
+    done = unpack(archive, store)
+    if as_json:
+        echo_json({"store": str(store), "archive": str(archive),
+                   "assets": [{"kind": u.manifest.kind, "repo_id": u.manifest.repo_id, "revision": u.manifest.revision,
+                               "files": len(u.manifest.files), "path": str(u.path)} for u in done]})
+        return
+    for u in done:
         click.echo(
             f"unpacked and verified {u.manifest.kind} {u.manifest.repo_id}@{u.manifest.revision} "
             f"({len(u.manifest.files)} files) -> {u.path}"

@@ -1,29 +1,33 @@
-"""hpclaunch cancel JOB"""
+"""hpclaunch cancel JOB... (hpclaunch/cancel.py does the work)"""
 
 from __future__ import annotations
 
 import click
 
-from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.errors import HpclaunchError
-from hpclaunch.schedulers import get_scheduler
+from hpclaunch.cli.options import echo_json, examples, json_option
 
 
-@click.command("cancel")
-@click.argument("job")
+@click.command("cancel", epilog=examples(
+    "hpclaunch cancel 12345",
+    "hpclaunch cancel 12345 12346 12347_2  # several jobs, one element of a sweep",
+    "hpclaunch cancel 12350  # a sweep: all its elements",
+    "hpclaunch cancel 12345 --json"))
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @json_option
-def cancel_cmd(job: str, as_json: bool) -> None:
-    """Cancel JOB (every step and the batch script)."""
-    record = registry.get(job)
-    if record.pending:
-        raise HpclaunchError(f"{record.job_id} is still being handed to the scheduler; it has no job id yet",
-                             hint="run `hpclaunch jobs` in a moment and cancel the job id it shows")
-    get_scheduler(record.scheduler).cancel(record.job_id)
+def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
+    """Cancel each JOB (every step and the batch script); a sweep's id cancels the whole sweep.
+
+    A job that has already ended is left alone: cancel says how and when it ended, and exits 0.
+    Every id is checked before anything is cancelled.
+    """
+    from hpclaunch.cancel import cancel
+
+    done = cancel(jobs)
     if as_json:
-        echo_json({"job_id": record.job_id, "cancelled": True})
-    else:
-        click.echo(f"cancelled {record.job_id}")
+        echo_json({"jobs": [c.to_dict() for c in done]})
+        return
+    for c in done:
+        click.echo(c.message)
 
 
 def register(group: click.Group) -> None:

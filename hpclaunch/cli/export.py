@@ -7,10 +7,12 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 
 
-@click.command("export")
+@click.command("export", epilog=examples(
+    "hpclaunch export 12345  # newest checkpoint -> RUN_DIR/export/step-<N>",
+    "hpclaunch export 12345 --step 500 -o mixtral-step500"))
 @click.argument("job")
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="the folder to write (default: RUN_DIR/export/step-<N>)")
@@ -20,10 +22,6 @@ from hpclaunch.cli.options import echo_json, json_option
 def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str, as_json: bool) -> None:
     """Write JOB's checkpoint as a Hugging Face model folder that `from_pretrained` loads.
 
-    \b
-    Examples:
-      hpclaunch export 12345                       # newest checkpoint -> RUN_DIR/export/step-<N>
-      hpclaunch export 12345 --step 500 -o mixtral-step500
     DeepSpeed checkpoints of every ZeRO stage are consolidated to fp32 (the login node needs 4 bytes per
     parameter of memory)."""
     from hpclaunch.export import checkpoint, export

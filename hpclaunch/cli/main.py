@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from hpclaunch import __version__
+from hpclaunch.cli.options import WholeHelpGroup
 from hpclaunch.errors import HpclaunchError
 
 # The modules of hpclaunch/cli/ that define commands (each has `register(group)`). Add yours here.
@@ -21,7 +22,7 @@ COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recip
                    "export": "export", "plan": "plan"}
 
 
-class Group(click.Group):
+class Group(WholeHelpGroup):
     """Loads command modules lazily; turns HpclaunchError into one message on stderr and its exit code
     (2 for user errors)."""
 

@@ -7,6 +7,29 @@ from typing import Any
 
 import click
 
+
+class WholeHelpGroup(click.Group):
+    """A command group whose --help lists each command with the whole first sentence of its help."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with the whole first sentence of its help (click cuts it at 45 characters, mid-sentence)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=300)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def examples(*lines: str) -> str:
+    """The Examples section of a command's --help (its epilog): one command line each, `#` comments aligned."""
+    width = max(len(line.split("  #", 1)[0]) for line in lines)
+    shown = [f"  {a.ljust(width)}  #{b}" if b else f"  {a}" for a, _, b in (line.partition("  #") for line in lines)]
+    return "\b\nExamples:\n" + "\n".join(shown)
+
+
 profile_option = click.option("--profile", "-p", required=True, metavar="PROFILE",
                               help="cluster profile name (see `hpclaunch profiles list`) or YAML file")
 
@@ -20,7 +43,22 @@ class JsonOption(click.Option):
 json_option = click.option("--json", "as_json", is_flag=True, cls=JsonOption, help=JSON_HELP)
 
 
+#: The version of every `--json` output's shape: raised when a key is renamed or removed or changes meaning
+#: (adding a key keeps it). Each object printed at the top level, and each object of a top-level list, carries
+#: it first as "schema" (lists stay lists, so that existing consumers keep working).
+SCHEMA = 1
+
+
+def versioned(data: Any) -> Any:
+    """`data` with "schema": SCHEMA first in it (an object) or in each of its objects (a list)."""
+    if isinstance(data, dict):
+        return {"schema": SCHEMA, **data}
+    if isinstance(data, list):
+        return [versioned(item) if isinstance(item, dict) else item for item in data]
+    return data
+
+
 def echo_json(data: Any) -> None:
     """Print `data` as JSON for scripts: one compact line per object, keys in the order the code wrote them,
-    so a stream of them (`logs --json`, `stage-assets --prepare --json`) is JSON Lines."""
-    click.echo(json.dumps(data))
+    so a stream of them (`logs --json`, `stage-assets --prepare --json`) is JSON Lines; versioned (SCHEMA)."""
+    click.echo(json.dumps(versioned(data)))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option
 
 
-@click.command("plan")
+@click.command("plan", epilog=examples(
+    "hpclaunch plan mixtral --profile guangzhou-a800 --preset full --layout 4n8g",
+    "hpclaunch plan gpt2 -p guangzhou-a800 --set train.micro_batch_size=16 --json  # fits? see \"fits\""))
 @click.argument("recipe")
 @click.option("--profile", "-p", metavar="PROFILE",
               help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
@@ -28,7 +30,7 @@ def plan_cmd(recipe: str, profile: str | None, preset: str | None, layout: str |
     the partition's gpu_memory_gb; and, when it does not fit, the nearest settings that do. Resolved as
     `hpclaunch submit` resolves it (same flags). Exit 0 whether it fits or not (see `fits` in --json).
     """
-    from hpclaunch.cli.submit import resolve_spec
+    from hpclaunch.api import resolve_spec
     from hpclaunch.plan import plan_job
     from hpclaunch.resolve import CliOverrides
 

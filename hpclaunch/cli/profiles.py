@@ -8,7 +8,7 @@ import click
 import yaml
 
 from hpclaunch import cmd
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
 from hpclaunch.config.profile import Profile
@@ -16,12 +16,14 @@ from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.errors import HpclaunchError
 
 
-@click.group("profiles")
+@click.group("profiles", cls=WholeHelpGroup,
+             epilog=examples("hpclaunch profiles list", "hpclaunch profiles show guangzhou-a800",
+                             "hpclaunch profiles check my-cluster.yaml"))
 def profiles() -> None:
     """Cluster profiles: list, show, check."""
 
 
-@profiles.command("list")
+@profiles.command("list", epilog=examples("hpclaunch profiles list", "hpclaunch profiles list --json"))
 @json_option
 def list_cmd(as_json: bool) -> None:
     """A table of the profiles found: name, scheduler, accelerator, partitions."""
@@ -50,7 +52,8 @@ def list_cmd(as_json: bool) -> None:
     print_table(["name", "scheduler", "accelerator", "partitions (max nodes x devices)", "file"], rows)
 
 
-@profiles.command("show")
+@profiles.command("show", epilog=examples("hpclaunch profiles show guangzhou-a800",
+                                          "hpclaunch profiles show ./my-cluster.yaml --json"))
 @click.argument("profile")
 @json_option
 def show_cmd(profile: str, as_json: bool) -> None:
@@ -63,7 +66,8 @@ def show_cmd(profile: str, as_json: bool) -> None:
     click.echo(yaml.safe_dump(p.model_dump(mode="json"), sort_keys=False), nl=False)
 
 
-@profiles.command("check")
+@profiles.command("check", epilog=examples("hpclaunch profiles check dev-slurm",
+                                           "hpclaunch profiles check ./my-cluster.yaml"))
 @click.argument("profile")
 def check_cmd(profile: str) -> None:
     """Validate a profile and check what can be checked from here (scheduler commands on PATH)."""

@@ -7,7 +7,7 @@ from typing import Any
 import click
 import yaml
 
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
@@ -16,12 +16,13 @@ from hpclaunch.errors import HpclaunchError
 from hpclaunch.resolve import merge_recipe
 
 
-@click.group("recipes")
+@click.group("recipes", cls=WholeHelpGroup,
+             epilog=examples("hpclaunch recipes list", "hpclaunch recipes show gpt2 --preset tiny"))
 def recipes() -> None:
     """Recipes: list, show."""
 
 
-@recipes.command("list")
+@recipes.command("list", epilog=examples("hpclaunch recipes list", "hpclaunch recipes list --json"))
 @json_option
 def list_cmd(as_json: bool) -> None:
     """A table of the recipes found: name, launcher, task, presets, description."""
@@ -46,7 +47,8 @@ def list_cmd(as_json: bool) -> None:
     print_table(["name", "launcher", "task", "presets", "description"], rows)
 
 
-@recipes.command("show")
+@recipes.command("show", epilog=examples("hpclaunch recipes show gpt2", "hpclaunch recipes show gpt2 --preset tiny",
+                                         "hpclaunch recipes show ./my_recipe --json"))
 @click.argument("recipe")
 @click.option("--preset", help="show the recipe with this preset applied")
 @json_option

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
+from hpclaunch import provenance, registry, timeline
+from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
 
 if TYPE_CHECKING:
@@ -20,15 +21,17 @@ def _fmt(v: object) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-@click.command("report")
+@click.command("report", epilog=examples("hpclaunch report 12345", "hpclaunch report 12345 --out plots/",
+                                         "hpclaunch report 12350  # a sweep: one line per value"))
 @click.argument("job")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="folder for the PNGs "
               "(default RUN_DIR/report)")
 @json_option
 def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
-    """PNG plots of loss, lr and tokens/s per step from JOB's metrics, and a text summary."""
+    """PNG plots of loss, lr and tokens/s per step from JOB's metrics, the start-up timeline as a bar, and a
+    text summary."""
     from hpclaunch.report.metrics import load_run, summary
-    from hpclaunch.report.plots import plot_run
+    from hpclaunch.report.plots import plot_run, plot_timeline
 
     record = registry.get(job)
     if is_sweep(record):
@@ -37,11 +40,16 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     m = load_run(Path(record.run_dir), job)
     out = out or Path(record.run_dir) / "report"
     paths = plot_run(m, out, f"job {job} ({record.recipe})")
+    restarts = timeline.load(RunFiles(Path(record.run_dir)))
+    if restarts:
+        paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
-    text = "\n".join(f"{k}: {_fmt(v)}" for k, v in info.items())
+    text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
+                      *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        echo_json({**info, "plots": [str(p) for p in paths], "summary_file": str(out / "summary.txt")})
+        echo_json({**info, "timeline": restarts, "plots": [str(p) for p in paths],
+                   "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)
     for p in [*paths, out / "summary.txt"]:
@@ -88,7 +96,9 @@ def _report_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -
 _SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mean_tokens_per_s")
 
 
-@click.command("compare")
+@click.command("compare", epilog=examples("hpclaunch compare 12345 12346  # loss parity of two runs",
+                                          "hpclaunch compare 12345 12346 --tolerance 1e-4  # exit 1 above it",
+                                          "hpclaunch compare 12350  # a sweep's elements"))
 @click.argument("job_a")
 @click.argument("job_b", required=False)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -120,17 +130,35 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     path = out or Path(ra.run_dir) / "report" / f"compare-{job_b}.png"
     plot_compare(a, b, diff, path, (job_a, job_b))
     info = {k: v for k, v in diff.items() if k not in ("steps", "diff")}
+    ran_with = provenance.differences(provenance.load(Path(ra.run_dir)), provenance.load(Path(rb.run_dir)))
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
-        echo_json({**info, "per_step": per_step, "plot": str(path)})
+        echo_json({**info, "per_step": per_step, "plot": str(path),
+                   "provenance_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in ran_with]})
     else:
         click.echo(f"steps compared: {diff['common_steps']} (only in {job_a}: {diff['only_a']}, "
                    f"only in {job_b}: {diff['only_b']})")
         click.echo(f"max abs loss difference: {_fmt(diff['max_abs_diff'])}")
         click.echo(f"mean abs loss difference: {_fmt(diff['mean_abs_diff'])}")
+        _print_differences(ran_with, job_a, job_b)
         click.echo(f"wrote {path}")
     if tolerance is not None and (diff["max_abs_diff"] is None or diff["max_abs_diff"] > tolerance):
         raise JobFailed(f"losses differ by {_fmt(diff['max_abs_diff'])} > tolerance {tolerance:g}")
+
+
+def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_b: str) -> None:
+    """What the two runs ran with that differs (provenance.json), one line per key."""
+    if not found:
+        click.echo("provenance: no differences")
+        return
+    click.echo(f"provenance differences ({job_a} -> {job_b}):")
+    for key, a, b in found:
+        click.echo(f"  {key}: {_short(a)} -> {_short(b)}")
+
+
+def _short(v: object, limit: int = 80) -> str:
+    text = "(absent)" if v is None else str(v).replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _compare_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -> float | None:

@@ -16,12 +16,15 @@ from hpclaunch.assets.workflow import (
     prepare_datasets,
     stage_assets,
 )
-from hpclaunch.cli.options import echo_json, json_option, profile_option
+from hpclaunch.cli.options import echo_json, examples, json_option, profile_option
 from hpclaunch.cli.progress import Bars
 from hpclaunch.cli.tables import human, print_table
 
 
-@click.command("stage-assets")
+@click.command("stage-assets", epilog=examples(
+    "hpclaunch stage-assets recipes/gpt2 --profile guangzhou-a800",
+    "hpclaunch stage-assets bert_large --profile guangzhou-a800 --pack assets.tar  # to copy over",
+    "hpclaunch stage-assets --model gpt2 --profile guangzhou-a800"))
 @click.argument("recipes", nargs=-1)
 @profile_option
 @click.option("--preset", help="recipe preset whose assets to stage (default: the recipe's default_preset)")

@@ -3,16 +3,16 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
-from hpclaunch import registry
-from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.cli.tables import print_table
+from hpclaunch import provenance, registry, timeline
+from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.tables import print_table, state_style
+from hpclaunch.jobstate import retries, statuses, stop_reason
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -21,32 +21,6 @@ from hpclaunch.sweep import is_sweep, label, sweep_elements, sweep_id
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
-
-
-def retries(r: registry.JobRecord) -> list[dict]:
-    """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
-    path = RunFiles(Path(r.run_dir)).retries
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("to"):
-            out.append(entry)
-    return out
-
-
-def stop_reason(r: registry.JobRecord) -> str | None:
-    """Why hpclaunch stopped the job itself (e.g. requeued too often without a new checkpoint)."""
-    try:
-        return RunFiles(Path(r.run_dir)).stop_reason.read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _find_job(record: registry.JobRecord) -> str | None:
@@ -63,24 +37,6 @@ def listed_records() -> list[registry.JobRecord]:
     for exc in bad:
         click.echo(f"hpclaunch: warning: skipped {exc.message} ({exc.hint})", err=True)
     return records
-
-
-def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
-    """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
-    by_sched: dict[str, list[str]] = defaultdict(list)
-    out: dict[str, JobStatus] = {}
-    for r in records:
-        if r.pending:
-            out[r.job_id] = JobStatus(r.job_id, "SUBMITTING", reason="hpclaunch is handing it to the scheduler",
-                                      source="hpclaunch")
-            continue
-        by_sched[r.scheduler].append(r.job_id)
-        chain = retries(r)
-        if chain:
-            by_sched[r.scheduler].append(str(chain[-1]["to"]))
-    for name, ids in by_sched.items():
-        out.update(get_scheduler(name).status(ids))
-    return out
 
 
 def grouped(records: list[registry.JobRecord]) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
@@ -128,7 +84,9 @@ def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
     chain = retries(r)
     latest = found.get(str(chain[-1]["to"])) if chain else None
     out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
-           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None}
+           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
+           "timeline": timeline.load(RunFiles(Path(r.run_dir))),
+           "provenance": provenance.summary(provenance.load(Path(r.run_dir)))}
     if is_sweep(r):
         out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
     return out
@@ -140,17 +98,29 @@ def _elapsed(s: JobStatus) -> str:
     return s.elapsed + (f" / {s.time_limit}" if s.time_limit else "")
 
 
-@click.command("status")
+RECENT = 10  # `status` without a job: this many of the newest jobs
+
+
+@click.command("status", epilog=examples(
+    "hpclaunch status 12345",
+    "hpclaunch status  # the 10 newest jobs",
+    "hpclaunch status --all  # every recorded job",
+    "hpclaunch status 12345 --json | jq .reason_text"))
 @click.argument("job", required=False)
+@click.option("--all", "all_jobs", is_flag=True, help=f"without JOB: every recorded job, not only the {RECENT} newest")
 @json_option
-def status_cmd(job: str | None, as_json: bool) -> None:
-    """State of JOB (or of every recorded job): state, pending reason in words, nodes, elapsed/limit,
+def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
+    """State of JOB (or of the 10 newest jobs): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
     if job:
         one = registry.get(job)
         groups = [(one, sweep_elements(one))]
     else:
         groups = grouped(listed_records())
+        if not all_jobs and len(groups) > RECENT:
+            click.echo(f"hpclaunch: the {RECENT} newest of {len(groups)} jobs (`hpclaunch status --all` for all)",
+                       err=True)
+            groups = groups[-RECENT:]
     if not groups and not as_json:
         click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
@@ -186,13 +156,24 @@ def status_cmd(job: str | None, as_json: bool) -> None:
         metrics = _metrics_line(last_metrics(Path(r.run_dir)))
         if metrics:
             click.echo(f"  last metrics: {metrics}")
+        _print_timeline(timeline.load(RunFiles(Path(r.run_dir))))
         if sweep_id(r):
             click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
         click.echo(f"  run directory: {r.run_dir}")
+        ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
+        if ran_with:
+            click.echo(f"  provenance: {ran_with}")
         if s.source:
             click.echo(f"  (from {s.source})")
         if s.finished and s.state != "COMPLETED":
             click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+
+
+def _print_timeline(restarts: list[dict]) -> None:
+    """queued 3m12s, start-up 41s (env 18s, ...), training 10m05s; one line per restart when there are several."""
+    for entry in restarts:
+        which = "" if len(restarts) == 1 else f" (restart {entry['restart']}, job {entry['job']})"
+        click.echo(f"  timeline{which}: {timeline.describe(entry)}")
 
 
 def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> None:
@@ -215,37 +196,58 @@ def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], foun
         click.echo(f"  one element: hpclaunch status {elements[0].job_id}")
 
 
-@click.command("jobs")
-@click.option("--limit", "-n", default=20, show_default=True, help="how many recent jobs")
+JOBS_COLUMNS = ["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted", "name"]
+# on a terminal: what fits 80 columns (the job id, state and numbers never cut; the name and recipe may be; the
+# submit time without its year)
+JOBS_TERMINAL = ["job", "name", "recipe", "state", "elapsed", "last loss", "submitted"]
+
+
+def _job_row(r: registry.JobRecord, top: registry.JobRecord, elements: list[registry.JobRecord],
+             found: dict[str, JobStatus]) -> tuple[str, ...]:
+    s = found[r.job_id]
+    m = last_metrics(Path(r.run_dir)) or {}
+    recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+    state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+    chain = retries(r)
+    if chain:
+        last = found.get(str(chain[-1]["to"]))
+        state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
+    job_id, submitted, name = r.job_id, _when(r.submitted_at), r.name
+    if r is not top:  # an element, under its sweep: its values instead of the recipe
+        job_id, recipe, submitted, name = f"  {r.job_id}", _values(r), "", ""
+    elif is_sweep(r):
+        recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
+        state = _sweep_state(s, elements, found)
+    return (job_id, recipe, r.profile, r.layout, state, s.elapsed or "", _num(m["loss"]) if "loss" in m else "",
+            submitted, name)
+
+
+def _when(stamp: str) -> str:
+    """2026-11-23T06:43:57+0000 -> 2026-11-23 06:43 (the minute is enough in a table)."""
+    return stamp[:16].replace("T", " ")
+
+
+@click.command("jobs", epilog=examples(
+    "hpclaunch jobs",
+    "hpclaunch jobs -n 5  # the 5 newest",
+    "hpclaunch jobs --json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'"))
+@click.option("--limit", "-n", default=20, show_default=True, metavar="N", help="the N newest jobs (0: all)")
 @json_option
 def jobs_cmd(limit: int, as_json: bool) -> None:
-    """Recent jobs: id, recipe, profile, layout, state, elapsed, last loss (one scheduler call)."""
+    """Recent jobs, one line each: id, name, recipe, state, elapsed, last loss, when submitted.
+
+    On a terminal the table fits the window (80 columns and up), states in colour; piped, it is tab-separated
+    text with every column (job, recipe, profile, layout, state, elapsed, last loss, submitted, name).
+    """
     groups = grouped(listed_records())
     groups = groups[-limit:] if limit > 0 else groups
     found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
         echo_json([_as_dict(r, found[r.job_id], found, elements) for r, elements in groups])
         return
-    rows = []
-    for top, elements in groups:
-        for r in (top, *elements):
-            s = found[r.job_id]
-            m = last_metrics(Path(r.run_dir)) or {}
-            recipe = r.recipe + (f":{r.preset}" if r.preset else "")
-            state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
-            chain = retries(r)
-            if chain:
-                last = found.get(str(chain[-1]["to"]))
-                state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
-            job_id, submitted = r.job_id, r.submitted_at
-            if r is not top:  # an element, under its sweep: its values instead of the recipe
-                job_id, recipe, submitted = f"  {r.job_id}", _values(r), ""
-            elif is_sweep(r):
-                recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
-                state = _sweep_state(s, elements, found)
-            rows.append((job_id, recipe, r.profile, r.layout, state, _elapsed(s),
-                         _num(m["loss"]) if "loss" in m else "", submitted))
-    print_table(["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted"], rows)
+    rows = [_job_row(r, top, elements, found) for top, elements in groups for r in (top, *elements)]
+    print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, shrink=("name", "recipe"),
+                styles={"state": state_style}, short={"submitted": lambda t: t[5:]})
 
 
 def register(group: click.Group) -> None:

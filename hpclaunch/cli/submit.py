@@ -8,17 +8,21 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import submit as submission
-from hpclaunch.cli.options import echo_json, json_option
-from hpclaunch.config.loader import is_jobspec_file
+from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import JobFailed
-from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.resolve import CliOverrides
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
 
 
-@click.command("submit")
+@click.command("submit", epilog=examples(
+    "hpclaunch submit recipes/gpt2 --profile local --preset tiny --follow",
+    "hpclaunch submit gpt2 --profile guangzhou-a800 --layout 2n8g --dry-run  # print the script only",
+    "hpclaunch submit bert_large --profile guangzhou-a800 --set train.lr=3e-5",
+    "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
+    "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
+    "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
 @click.argument("recipe")
 @click.option("--profile", "-p", metavar="PROFILE",
               help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
@@ -42,45 +46,61 @@ if TYPE_CHECKING:
               help="with --sweep: run at most K elements at a time (default: all)")
 @click.option("--skip-fit-check", is_flag=True,
               help="queue it even when the memory plan says it does not fit its devices (docs/plan.md)")
+@click.option("--parsable", is_flag=True, help="print only the job id (a sweep's: the array's id), as sbatch "
+              "--parsable does")
+@click.option("--after", "after", multiple=True, metavar="JOB[:ok|any|notok]",
+              help="start only once job (or sweep) JOB completed (ok, the default), ended in any state (any) or "
+                   "failed (notok); Slurm only")
+@click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
+              help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
-               max_parallel: int | None, skip_fit_check: bool, as_json: bool) -> None:
+               max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
+               sbatch: tuple[str, ...], as_json: bool) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
     earlier run directory, which is submitted again exactly as it was resolved. With --sweep, every
     combination of the values is resolved as with --set and runs as one element of a job array.
     """
+    from hpclaunch.api import submit_request
+
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
-                       inject=os.environ.get("HPCLAUNCH_INJECT") or None)
-    if sweeps or max_parallel is not None:
-        from hpclaunch.cli.sweeps import submit_sweep
+                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch)
+    if parsable and (dry_run or as_json):
+        raise click.UsageError("--parsable prints the id of the job queued: not with "
+                               + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
+    job = submit_request(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, after=after,
+                         skip_fit_check=skip_fit_check)
+    if job.sweep is not None:
+        from hpclaunch.cli.sweeps import print_sweep
 
-        submit_sweep(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, follow=follow, as_json=as_json,
-                     skip_fit_check=skip_fit_check)
+        print_sweep(job.sweep, dry_run=dry_run, follow=follow, as_json=as_json, parsable=parsable, after=after)
         return
-    spec = resolve_spec(recipe, profile, cli)
+    spec = job.spec
+    assert spec is not None  # submitted in this process
     say_inject(spec)
+    waits = say_after(spec, after, dry_run)
     if dry_run:
-        done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
         say_plan(spec)
-    else:
-        done = submission.submit(spec, skip_fit_check=skip_fit_check)
-    say_after_submit(spec, dry_run, done.warnings)
-    if as_json:
-        echo_json({"job_id": done.job_id, "run_dir": str(done.run_dir), "script": str(done.script_path),
+    say_after_submit(spec, dry_run, job.warnings)
+    if parsable:
+        click.echo(job.job_id)
+    elif as_json:
+        echo_json({"job_id": job.job_id, "run_dir": str(job.run_dir), "script": str(job.script),
                    "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
     elif dry_run:
-        click.echo(done.script, nl=False)
-        click.echo(f"# dry run: nothing submitted; run directory {done.run_dir}", err=True)
+        click.echo(job.script.read_text(encoding="utf-8"), nl=False)
+        click.echo(f"# dry run: nothing submitted; run directory {job.run_dir}", err=True)
     else:
-        click.echo(f"submitted job {done.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})")
-        click.echo(f"run directory: {done.run_dir}")
-    if follow and done.job_id is not None:
-        _follow(done.job_id)
+        click.echo(f"submitted job {job.job_id} ({spec.recipe.name} on {spec.profile.name}, {spec.layout})"
+                   + (f", waiting for {waits}" if waits else ""))
+        click.echo(f"run directory: {job.run_dir}")
+    if follow and job.job_id is not None:
+        _follow(job.job_id)
 
 
 def say_inject(spec: JobSpec) -> None:
@@ -101,6 +121,19 @@ def say_plan(spec: JobSpec) -> None:
     except NoPlan as exc:
         line = f"plan: not made: {exc.message}"
     click.echo(f"hpclaunch: {line}", err=True)
+
+
+def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
+    """A dry run says how the job would be queued (hpclaunch/api.py checked --after before anything was
+    written). Returns the condition in words ("" without --after)."""
+    if not after:
+        return ""
+    from hpclaunch.schedulers import get_scheduler
+
+    options = get_scheduler(spec.profile.scheduler).dependency_options(after)
+    if dry_run and options:
+        click.echo(f"# would be queued with: {' '.join(options)}", err=True)
+    return ", ".join(after)
 
 
 def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
@@ -131,19 +164,6 @@ def _follow(job_id: str) -> None:
                err=True)
     if status.state != "COMPLETED":
         raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
-
-
-def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
-    """The JobSpec of a recipe on a profile, or of a resolved.yaml with the flags over it (submit, plan)."""
-    if is_jobspec_file(recipe):
-        from hpclaunch.resolve import resolve_again
-
-        # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
-        return resolve_again(recipe, cli, profile)
-    if not profile:
-        raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
-    # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever
-    return resolve(recipe, profile, cli, light=True)
 
 
 def register(group: click.Group) -> None:

@@ -8,42 +8,32 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import sweep
 from hpclaunch.cli.options import echo_json
-from hpclaunch.cli.submit import say_after_submit, say_inject
-from hpclaunch.config.loader import is_jobspec_file
+from hpclaunch.cli.submit import say_after, say_after_submit, say_inject
 from hpclaunch.errors import JobFailed
 from hpclaunch.runfiles import RunFiles
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from hpclaunch.resolve import CliOverrides
     from hpclaunch.schedulers.base import JobStatus
+    from hpclaunch.sweep import SweepSubmission
 
 INTERRUPTED = 130
 
 
-def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str], max_parallel: int | None,
-                 *, dry_run: bool, follow: bool, as_json: bool, skip_fit_check: bool = False) -> None:
-    if not items:
-        raise click.UsageError("--max-parallel goes with --sweep KEY=V1,V2,...")
-    if is_jobspec_file(recipe):
-        raise click.UsageError(f"--sweep resolves a recipe again for each value; {recipe} is already resolved: "
-                               "give the recipe (e.g. recipes/gpt2) instead")
-    if not profile:
-        raise click.UsageError("--profile is required (see `hpclaunch profiles list`)")
-    elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
-    first = elements[0][1]
+def print_sweep(done: SweepSubmission, *, dry_run: bool, follow: bool, as_json: bool, parsable: bool = False,
+                after: tuple[str, ...] = ()) -> None:
+    """What `hpclaunch submit --sweep` prints about a sweep it submitted (hpclaunch/api.py did the work)."""
+    first = done.elements[0].spec
     say_inject(first)
-    done = (sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check) if dry_run
-            else sweep.submit(elements, max_parallel, skip_fit_check=skip_fit_check))
+    waits = say_after(first, after, dry_run)
     say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
-    if as_json:
+    if parsable:
+        click.echo(done.job_id)
+    elif as_json:
         echo_json({"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
                    "layout": first.layout, "profile": first.profile.name, "recipe": first.recipe.name,
-                   "keys": list(done.keys), "max_parallel": max_parallel,
+                   "keys": list(done.keys), "max_parallel": done.max_parallel,
                    "elements": [{"job_id": i, "index": e.index, "values": e.values, "run_dir": str(e.run_dir)}
                                 for i, e in zip(ids, done.elements, strict=True)]})
     elif dry_run:
@@ -51,9 +41,9 @@ def submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Seq
         click.echo(f"# dry run: nothing submitted; sweep folder {done.sweep_dir} with {len(done.elements)} "
                    f"elements (element 0's script: {RunFiles(done.elements[0].run_dir).script})", err=True)
     else:
-        at_a_time = f", {max_parallel} at a time" if max_parallel else ""
+        at_a_time = f", {done.max_parallel} at a time" if done.max_parallel else ""
         click.echo(f"submitted sweep {done.job_id}: {len(done.elements)} elements of {first.recipe.name} on "
-                   f"{first.profile.name}, {first.layout}{at_a_time}")
+                   f"{first.profile.name}, {first.layout}{at_a_time}" + (f", waiting for {waits}" if waits else ""))
         for job_id, e in zip(ids, done.elements, strict=True):
             click.echo(f"  {job_id}  {e.label}  {e.run_dir}")
         click.echo(f"sweep folder: {done.sweep_dir}")

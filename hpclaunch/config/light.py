@@ -75,10 +75,12 @@ _FIELD_RULES: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("Partition", "_time"): rules.slurm_time,
     ("Partition", "_devices"): rules.devices_per_node,
     ("Profile", "_env_strings"): rules.env_strings,
+    ("ContainerConfig", "_env_strings"): rules.env_strings,
 }
 _MODEL_RULES: dict[tuple[str, str], Callable[[Any], None]] = {
     ("PythonEnv", "_one_env"): rules.one_python_env,
     ("Profile", "_consistent"): rules.consistent_profile,
+    ("ContainerConfig", "_valid"): rules.container_config,
     ("ModelSpec", "_source"): rules.model_source,
     ("DatasetSpec", "_source"): rules.dataset_source,
     ("Recipe", "_launcher_sections"): rules.launcher_sections,

@@ -22,7 +22,7 @@ Backend = Literal["nccl", "mccl", "hccl", "gloo"]
 # BACKENDS (which collective backends make sense on which accelerator) and VISIBLE_DEVICES_VAR live in
 # hpclaunch/config/rules.py with the checks below, shared with the light records (config/light.py).
 __all__ = ["BACKENDS", "VISIBLE_DEVICES_VAR", "Partition", "Modules", "PythonEnv", "AssetConfig",
-           "ProfileDefaults", "Profile"]
+           "ContainerConfig", "ProfileDefaults", "Profile"]
 
 
 class Partition(StrictModel):
@@ -85,6 +85,29 @@ class WatchdogDefaults(StrictModel):
     min_timeout: float = Field(60.0, gt=0, description="the floor of the tightened timeout")
 
 
+class ContainerConfig(StrictModel):
+    """Where each node's launch runs (docs/containers.md)."""
+
+    runtime: Literal["none", "apptainer", "pyxis"] = Field(
+        "none", description="none: on the node itself; apptainer: inside `apptainer exec IMAGE`; pyxis: "
+                            "`srun --container-image=IMAGE` (Slurm with the pyxis plugin)")
+    image: str | None = Field(None, description="apptainer: an absolute .sif path or a URI (docker://...); pyxis: "
+                                                "an enroot image (nvcr.io#nvidia/pytorch:24.01-py3) or .sqsh path")
+    mounts: tuple[str, ...] = Field((), description="extra bind mounts SRC[:DST[:ro|rw]]; the run directory and "
+                                                    "the asset store are always mounted")
+    env: dict[str, str] = Field({}, description="variables set inside the container")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, v: object) -> object:
+        return rules.env_strings(v)
+
+    @model_validator(mode="after")
+    def _valid(self) -> ContainerConfig:
+        rules.container_config(self)
+        return self
+
+
 class ProfileDefaults(StrictModel):
     layout: str | None = None
     time: SlurmTimeText | None = None
@@ -116,6 +139,7 @@ class Profile(StrictModel, ProfileMethods):
                                       "the backend aborts it (process group timeout, NCCL/HCCL variables)")
     max_requeues_without_progress: int = Field(3, ge=1, le=1000, description="requeues (preemption, time limit) "
                                                "in a row without a new checkpoint before the job stops requeueing")
+    container: ContainerConfig = ContainerConfig()
     suspect_node_hours: float = Field(24.0, gt=0, description="how long a node blamed for a failure is excluded")
 
     @field_validator("env", mode="before")

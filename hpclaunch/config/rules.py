@@ -6,6 +6,7 @@ at import time).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,51 @@ def one_python_env(env: Any) -> None:
         raise ValueError("set either conda_env or venv, not both")
 
 
+# Image references Apptainer pulls or converts itself (anything else is a path to an image file).
+APPTAINER_URI = re.compile(r"^(?:docker|library|oras|shub|http|https|docker-archive|docker-daemon|oci|oci-archive)://?")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _container_path(text: str) -> bool:
+    return text.startswith("/") or text.startswith("~/")
+
+
+def container_config(c: Any) -> None:
+    """The profile's `container:` section (docs/containers.md)."""
+    if c.runtime == "none":
+        given = [k for k in ("image", "mounts", "env") if getattr(c, k)]
+        if given:
+            raise ValueError(f"{', '.join(given)} given but runtime is none: set runtime: apptainer or pyxis "
+                             "(or remove the container section)")
+        return
+    if not c.image or not c.image.strip():
+        raise ValueError(f"runtime {c.runtime} needs an image, e.g. "
+                         + ("/shared/images/pytorch.sif or docker://nvcr.io/nvidia/pytorch:24.01-py3"
+                            if c.runtime == "apptainer" else "nvcr.io#nvidia/pytorch:24.01-py3"))
+    if any(ch in c.image for ch in "\n\r"):
+        raise ValueError(f"image {c.image!r} holds a line break")
+    if c.runtime == "apptainer" and not APPTAINER_URI.match(c.image) and not _container_path(c.image):
+        raise ValueError(f"image {c.image!r} is neither an absolute path to an image file (/shared/x.sif, ~/x.sif) "
+                         "nor an image URI (docker://..., oras://..., library://...): Apptainer would look for it "
+                         "relative to where the job starts")
+    if c.runtime == "pyxis" and "," in c.image:
+        raise ValueError(f"image {c.image!r} holds a comma, which pyxis cannot take")
+    for mount in c.mounts:
+        container_mount(mount)
+    for name in c.env:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"env: {name!r} is not a valid environment variable name")
+
+
+def container_mount(mount: str) -> None:
+    """`SRC[:DST[:ro|rw]]`, SRC and DST absolute (SRC may start with ~/), no comma (it separates mounts)."""
+    parts = mount.split(":")
+    if "," in mount or any(ch in mount for ch in "\n\r") or len(parts) > 3 or not _container_path(parts[0]) \
+            or (len(parts) > 1 and not parts[1].startswith("/")) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise ValueError(f"mount {mount!r} is not SRC[:DST[:ro|rw]] with absolute paths (SRC may start with ~/) "
+                         "and no comma, e.g. /scratch or /scratch/data:/data:ro")
+
+
 def consistent_profile(p: Any) -> None:
     if p.backend not in BACKENDS[p.accelerator]:
         raise ValueError(f"backend {p.backend!r} does not run on accelerator {p.accelerator!r}; "
@@ -84,6 +130,9 @@ def consistent_profile(p: Any) -> None:
                          f"{', '.join(sorted(p.partitions))}")
     if p.scheduler == "local" and any(part.max_nodes > 1 for part in p.partitions.values()):
         raise ValueError("a local profile runs on one node: set max_nodes: 1")
+    if p.container.runtime == "pyxis" and p.scheduler != "slurm":
+        raise ValueError(f"container.runtime: pyxis is a Slurm plugin (srun --container-image), and this profile's "
+                         f"scheduler is {p.scheduler}: use runtime: apptainer, or scheduler: slurm")
 
 
 def model_source(m: Any) -> None:

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import containers
 from hpclaunch.config.rules import VISIBLE_DEVICES_VAR
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.shell import ShellExpr, join, quote
@@ -42,6 +43,13 @@ def device_visibility(spec: JobSpec) -> list[str]:
     return [f"export {var}={quote(ShellExpr('${CUDA_VISIBLE_DEVICES:-' + every + '}'))}"]
 
 
+def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[str]:
+    """The shell text of a node's task: device visibility, the container's variables, then `command` under the
+    node supervisor, inside the profile's container where it has one (hpclaunch/containers.py)."""
+    wrapped = containers.wrap(spec, run_dir, supervised(spec, command))
+    return [*device_visibility(spec), *containers.node_env(spec), "exec " + join(wrapped)]
+
+
 def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:
     """`command` run by the node supervisor, hpclaunch/runtime/supervise.py, with the resolved watchdog."""
     w = spec.watchdog
@@ -67,8 +75,8 @@ class Launcher(ABC):
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
         """The shell text each node's task runs: device visibility, then the node command under the node
-        supervisor (hang watchdog, signal passing, cleanup)."""
-        return "\n".join([*device_visibility(spec), "exec " + join(supervised(spec, self.node_command(spec, run_dir)))])
+        supervisor (hang watchdog, signal passing, cleanup), in the profile's container if any."""
+        return "\n".join(launch_lines(spec, run_dir, self.node_command(spec, run_dir)))
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         """Values this launcher's own templates use (as ``launch``)."""

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch import runfiles
-from hpclaunch.launchers.base import Launcher, Word, device_visibility, supervised
-from hpclaunch.shell import ShellExpr, join
+from hpclaunch.launchers.base import Launcher, Word, launch_lines
+from hpclaunch.shell import ShellExpr
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec import JobSpec
@@ -53,8 +53,7 @@ class MsrunLauncher(Launcher):
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
         supervisor = runfiles.RunFiles(run_dir).msrun_node_script
-        command = join(supervised(spec, ["bash", str(supervisor), *self.node_command(spec, run_dir)]))
-        return "\n".join([*device_visibility(spec), "exec " + command])
+        return "\n".join(launch_lines(spec, run_dir, ["bash", str(supervisor), *self.node_command(spec, run_dir)]))
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         return {

@@ -85,6 +85,7 @@ class Diagnosis:
     first_failure: dict[str, str] | None = None  # torchrun's root cause: time, host, rank, exit
     waiting_ranks: list[int] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
+    checkpoint: str | None = None  # a cancelled job: the newest checkpoint, which a rerun resumes from
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -256,6 +257,10 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
     if restart is not None and _hung(d, RunFiles(run_dir), restart, job_id):
         return d
 
+    # 1c. Cancelled (scancel, `hpclaunch cancel`): what the ranks printed as they were stopped is no failure.
+    if state_word == "CANCELLED":
+        return _cancelled(verdict(BY_NAME["cancelled"], _user_cancel(batch_hits), None), run_dir)
+
     # 2. A rank with a real error: torchrun's root-cause rank if it has one, else the one that stopped first.
     failed = [s for s in scans if s.primary is not None]
     if failed:
@@ -273,9 +278,9 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
 
     # 4. Nothing failed on its own: a user or an administrator cancelled the job.
     # (a step that srun cancelled after a rank failed is not a user's cancel: "STEP 56.0 ... CANCELLED AT")
-    cancel_hit = next((h for h in batch_hits if h.rule == "cancelled" and " STEP " not in h.line), None)
-    if state_word == "CANCELLED" or cancel_hit:
-        return verdict(BY_NAME["cancelled"], cancel_hit, None)
+    cancel_hit = _user_cancel(batch_hits)
+    if cancel_hit:
+        return _cancelled(verdict(BY_NAME["cancelled"], cancel_hit, None), run_dir)
 
     # 5. A rank exited without a word (killed) while the others waited.
     if root:
@@ -321,6 +326,30 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
     if state and state not in ("COMPLETED", "RUNNING", "PENDING") or (exit_code and exit_code != "0:0"):
         d.cause, d.title = "exited", f"the job ended {state or ''} (exit {exit_code}) with no known error"
         d.hint = f"read the job output and the last lines of each rank (`hpclaunch logs {job_id} --tail 50`)"
+    return d
+
+
+def _user_cancel(batch_hits: list[Hit]) -> Hit | None:
+    """Slurm's line of a cancel by a user or an administrator (not of a step srun cancelled after a rank
+    failed: "STEP 56.0 ... CANCELLED AT")."""
+    return next((h for h in batch_hits if h.rule == "cancelled" and " STEP " not in h.line), None)
+
+
+def _cancelled(d: Diagnosis, run_dir: Path) -> Diagnosis:
+    """A cancelled job's hint: the newest checkpoint and how to go on from it (the job script, run again in
+    its run directory, resumes from it; a new submit starts afresh)."""
+    files = RunFiles(run_dir)
+    newest = files.latest_checkpoint()
+    local = files.scheduler_state("local").is_dir()
+    rerun = (f"HPCLAUNCH_JOB_ID=resume bash {files.script}" if local else f"sbatch {files.script}")
+    if newest is None:
+        d.hint = ("nothing failed: the job was cancelled by its owner or an administrator; it wrote no checkpoint, "
+                  f"so submit it again to start over: hpclaunch submit {files.resolved}")
+        return d
+    step, folder = newest
+    d.checkpoint = str(folder)
+    d.hint = (f"nothing failed: the job was cancelled by its owner or an administrator; its newest checkpoint is "
+              f"step {step} ({folder}); to resume from it, run the job script again in its run directory: {rerun}")
     return d
 
 

@@ -1,6 +1,7 @@
 """Follow a job live: one generator of what happens in its run directory until the job ends. It yields
 the new complete lines of the job script's output and of every rank log, a `Restart` when the files of a
-new restart appear, and `End` with the job's last status. `submit --follow` and `logs -f` print it.
+new restart appear, a `State` when the job's state or pending reason changes (queued, why, then running),
+and `End` with the job's last status. `submit --follow` and `logs -f` print it.
 
 A job the scheduler no longer knows (state UNKNOWN for `unknown_limit` checks in a row: its run
 directory was deleted, or Slurm forgot it) ends the following with JobLost instead of waiting forever.
@@ -37,7 +38,27 @@ class End:
     status: JobStatus
 
 
-Event = Line | Restart | End
+@dataclass(frozen=True)
+class State:
+    """The job's state or its pending reason changed (first yielded at the first check)."""
+
+    status: JobStatus
+
+    @property
+    def text(self) -> str:
+        """`job 42 is queued: waiting for nodes/GPUs to become free (it starts when running jobs end)`."""
+        from hpclaunch.schedulers.reasons import explain
+
+        s = self.status
+        if s.state == "PENDING":
+            why = explain(s.reason)
+            return f"job {s.job_id} is queued" + (f": {why.replace('JOB', s.job_id)}" if why else "")
+        if s.state == "RUNNING":
+            return f"job {s.job_id} is running" + (f" on {s.nodes}" if s.nodes else "")
+        return f"job {s.job_id} is {s.state}" + (f" ({s.reason})" if s.reason else "")
+
+
+Event = Line | Restart | State | End
 
 
 class JobLost(HpclaunchError):
@@ -87,6 +108,7 @@ def follow(run_dir: Path, status: Callable[[], JobStatus], *, rank: int | None =
     last_check = float("-inf")
     unknown = 0
     first = True
+    shown: tuple[str, str | None] | None = None
     while True:
         end = None
         if time.monotonic() - last_check >= status_every:
@@ -96,6 +118,9 @@ def follow(run_dir: Path, status: Callable[[], JobStatus], *, rank: int | None =
             if now.finished or unknown >= unknown_limit:
                 end = now
                 time.sleep(settle)
+            elif now.state != UNKNOWN and (now.state, now.reason) != shown:
+                shown = (now.state, now.reason)
+                yield State(now)
         sources: list[tuple[Path, int | None, int]] = []
         if job_output is not None:
             sources.append((files.job_output(job_output), None, -1))

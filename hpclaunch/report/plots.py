@@ -41,10 +41,11 @@ def plot_run(m: Metrics, out_dir: Path, title: str) -> list[Path]:
     return paths
 
 
-def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str, label: str, data: object) -> Path:
+def _save(plt: Any, fig: Any, ax: Any, path: Path, title: str, label: str, data: object,
+          xlabel: str = "step") -> Path:
     """Label the axes and write the PNG; the plotted numbers (`data`) ride along in its text chunk, so a
     script can check them."""
-    ax.set_xlabel("step")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(label)
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -91,3 +92,29 @@ def plot_overlay(runs: list[tuple[str, Metrics]], out_dir: Path, title: str, pre
         paths.append(_save(plt, fig, ax, out_dir / f"{prefix}{key}.png", f"{title}: {label}", label,
                            {name: {"step": steps, key: values} for name, steps, values in series}))
     return paths
+
+
+def plot_timeline(restarts: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """The start-up timeline (hpclaunch.timeline.per_restart) as one horizontal bar per restart: a segment
+    per span (queued, env, job script, launcher, rendezvous, model load, data, first step, training), in
+    seconds from the restart's first stamp. The spans ride along in the PNG's text chunk."""
+    from hpclaunch.timeline import SPANS
+
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = list(SPANS.values())
+    colors = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(names)}
+    fig, ax = plt.subplots(figsize=(10, max(3.0, 1.2 + 0.6 * len(restarts))))
+    labels, shown = [], set()
+    for row, entry in enumerate(restarts):
+        left = 0.0
+        for name, width in entry["durations"].items():
+            ax.barh(row, width, left=left, color=colors[name], label=None if name in shown else name.replace("_", " "))
+            shown.add(name)
+            left += width
+        labels.append(f"restart {entry['restart']}")
+    ax.set_yticks(range(len(restarts)), labels)
+    ax.invert_yaxis()
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
+    return _save(plt, fig, ax, path, title, "", {str(e["restart"]): e["durations"] for e in restarts},
+                 xlabel="seconds")

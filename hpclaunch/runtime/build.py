@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from hpclaunch import timeline
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
@@ -239,4 +240,5 @@ def load_tokenizer_and_model(
                                            world_size=d.world_size)
     shard = f", partitioned at load: this rank holds {held / 2**20:.1f} of {total / 2**20:.1f} MiB"
     log(f"model: {count / 1e6:.2f}M parameters" + (shard if held < total else ""))
+    timeline.mark("model_loaded")  # rank 0
     return tokenizer, tokenizer_src, model

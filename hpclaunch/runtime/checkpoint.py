@@ -28,12 +28,7 @@ KEEP = 2
 
 
 def latest(run_dir: Path) -> Path | None:
-    root = RunFiles(run_dir).checkpoints
-    if not root.is_dir():
-        return None
-    found = (p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir())
-    steps = [(int(m.group(1)), p) for p in found if (m := _STEP.match(p.name))]
-    newest = max(steps, key=lambda sp: sp[0], default=None)
+    newest = RunFiles(run_dir).latest_checkpoint()
     return newest[1] if newest else None
 
 

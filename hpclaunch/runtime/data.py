@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from hpclaunch import timeline
 from hpclaunch.errors import AssetError
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
@@ -195,6 +196,7 @@ def train_and_eval_batches(blocks: dict[str, torch.Tensor], t: TrainSpec, d: Dis
     (not shuffled, so every evaluation sees the same blocks)."""
     pin = d.accelerator == "cuda"  # a pageable host-to-device copy synchronises the stream first
     train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed, pin=pin)
+    timeline.mark("data_ready")  # rank 0
     if "validation" not in blocks:
         return train, None
     return train, Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from hpclaunch import timeline
+
 #: accelerator -> (vendor plug-in to import, default collective backend)
 ACCELERATORS = {
     "cuda": (None, "nccl"),
@@ -125,6 +127,7 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
     elif world > 1 or not dist.is_initialized():
         kwargs: dict[str, Any] = {"device_id": device} if accelerator != "cpu" else {}
         dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
+    timeline.mark("rendezvous_done")  # rank 0: the process group is up
     if seed is not None:
         seed_everything(seed)
     return Dist(rank, world, local_rank, accelerator, backend, device)

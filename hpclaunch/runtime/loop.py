@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hpclaunch import timeline
 from hpclaunch.runtime import checkpoint, peaks, progress
 from hpclaunch.runtime.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.runtime.inject import Injector
@@ -133,6 +134,9 @@ def train(
         if step == start + 1:  # once: the model states this rank holds, to check the memory plan against
             writer.write("states", **engine.held_states(), world_size=d.world_size)
         steps_since += 1
+        if step == start + 1 and d.is_main:  # once: the first step's end, for the start-up timeline
+            d.synchronize()
+            timeline.mark("first_step")
 
         last = step == t.max_steps
         if step % t.log_every == 0 or last or step == stop_at:

@@ -8,7 +8,8 @@
         (after the first step: the model states this rank holds, hpclaunch/runtime/held.py)
 
 `tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
-utilisation per device (null when the partition's `peak_tflops` is unknown).
+utilisation per device (null when the partition's `peak_tflops` is unknown). Rank 0 also writes each record
+as TensorBoard scalars (hpclaunch.runtime.tracking).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hpclaunch.runfiles import RunFiles
+from hpclaunch.runtime import tracking
 
 if TYPE_CHECKING:
     import torch
@@ -60,12 +62,20 @@ class MetricsWriter:
         self.path = RunFiles(run_dir).metrics_file(rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
+        self.tensorboard = tracking.tensorboard(run_dir, rank)
 
     def write(self, kind: str, **record: Any) -> dict[str, Any]:
+        """Called at log and eval steps only, with values already on the host."""
         rec = {"kind": kind, **record, "rank": self.rank, "time": round(time.time(), 3)}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
+        if self.tensorboard is not None:
+            self.tensorboard.write(kind, rec)
         return rec
+
+    def close(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
 
 def read_metrics(run_dir: Path, rank: int = 0) -> list[dict[str, Any]]:

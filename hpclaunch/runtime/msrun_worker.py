@@ -13,6 +13,7 @@ import runpy
 import sys
 import traceback
 
+from hpclaunch import timeline
 from hpclaunch.runfiles import ENV_MSRUN_STATUS_DIR, msrun_exit_name
 
 
@@ -40,6 +41,8 @@ def record_failure(code: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if os.environ.get("MS_ROLE") == "MS_WORKER":
+        timeline.mark("ranks_started")  # worker 0 only
     script = argv[0]
     sys.argv = argv
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpclaunch import runfiles
+from hpclaunch import runfiles, timeline
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 
@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m hpclaunch.runtime.rank_exec SCRIPT [ARGS...]", file=sys.stderr)
         return 2
+    timeline.mark("ranks_started")  # rank 0 only
     rank = int(os.environ.get("RANK", "0"))
     restart = int(os.environ.get(runfiles.ENV_RESTART, "0") or 0)
     log_dir = Path(os.environ.get(runfiles.ENV_LOG_DIR, "."))

@@ -22,6 +22,21 @@ TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"
                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
 
 
+def clock(seconds: int | float | None) -> str | None:
+    """Seconds as squeue prints a duration: 7 -> "0:07", 3723 -> "1:02:03", 90000 -> "1-01:00:00"."""
+    if seconds is None or seconds < 0:
+        return None
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{s:02d}"
+    return f"{minutes}:{s:02d}"
+
+
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
@@ -29,9 +44,10 @@ class JobStatus:
     reason: str | None = None  # Slurm's pending/failure reason code, e.g. Resources
     exit_code: str | None = None  # "0:0" style (code:signal)
     nodes: str | None = None
-    elapsed: str | None = None
+    elapsed: str | None = None  # as squeue prints it (`clock`): 0:07, 1:02:03, 2-00:00:00
     time_limit: str | None = None
     source: str = ""  # which command answered: squeue, scontrol, sacct, local
+    ended: str | None = None  # when it ended (local time, 2026-11-23T06:44:07), where the scheduler says
 
     @property
     def finished(self) -> bool:
@@ -55,9 +71,21 @@ class Scheduler(ABC):
         of the array runs ``specs[i]``, at most `max_parallel` at a time (None: no limit)."""
         return {"max_parallel": max_parallel}
 
-    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
-        """Queue a sweep's array script as one job array of `count` elements; return the array's id.
-        Element i's job id is ``<id>_<i>``."""
+    def dependency_options(self, after: Sequence[str]) -> list[str]:
+        """How this scheduler is told to start the job only after others (``submit --after JOB[:ok|any|notok]``);
+        raise ConfigError for a value it cannot take. The default: it cannot wait for other jobs."""
+        from hpclaunch.errors import ConfigError
+
+        if not after:
+            return []
+        raise ConfigError(f"the {self.name} scheduler starts a job at once and cannot wait for another",
+                          key="--after", hint="submit when that job has ended, or use a profile whose scheduler "
+                                              "is slurm")
+
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
+                     after: Sequence[str] = ()) -> str:
+        """Queue a sweep's array script as one job array of `count` elements, once the jobs of `after` allow
+        (``dependency_options``); return the array's id. Element i's job id is ``<id>_<i>``."""
         from hpclaunch.errors import ConfigError
 
         raise ConfigError(f"the {self.name} scheduler cannot run a sweep (submit --sweep)",
@@ -69,8 +97,9 @@ class Scheduler(ABC):
         return None
 
     @abstractmethod
-    def submit(self, script: Path, run_dir: Path) -> str:
-        """Queue the job script; return the job id."""
+    def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
+        """Queue the job script, to start once the jobs of `after` allow (``dependency_options``); return
+        the job id."""
 
     @abstractmethod
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:

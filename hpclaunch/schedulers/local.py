@@ -21,7 +21,7 @@ import hpclaunch
 from hpclaunch import registry
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.runfiles import RunFiles, SweepFiles
-from hpclaunch.schedulers.base import JobStatus, Scheduler
+from hpclaunch.schedulers.base import JobStatus, Scheduler, clock
 
 # Runs the command after $1 and writes its exit code into $1 atomically when it ends, however it ends
 # short of SIGKILL.
@@ -114,12 +114,15 @@ def _stop_group(pgid: int, grace: float = 15) -> None:
 class LocalScheduler(Scheduler):
     name = "local"
 
-    def submit(self, script: Path, run_dir: Path) -> str:
+    def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
+        self.dependency_options(after)  # refused: a local job starts at once
         job_id = registry.next_local_id()
         _start(["bash", str(script)], run_dir, job_id)
         return job_id
 
-    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
+                     after: Sequence[str] = ()) -> str:
+        self.dependency_options(after)
         job_id = registry.next_local_id()
         # the supervisor imports this very hpclaunch, installed or not
         root = str(Path(hpclaunch.__file__).resolve().parents[1])
@@ -141,10 +144,11 @@ class LocalScheduler(Scheduler):
         except (OSError, ValueError, TypeError, KeyError):
             return self._not_started(job_id, record, state)
         if (state / "cancelled").exists():
-            return JobStatus(job_id, "CANCELLED", exit_code=None, nodes="localhost", source="local")
+            return JobStatus(job_id, "CANCELLED", exit_code=None, nodes="localhost", source="local",
+                             elapsed=_took(started, state / "cancelled"), ended=_mtime(state / "cancelled"))
         ended = _exit_code(state)
         if ended is None and _alive(pgid):
-            return JobStatus(job_id, "RUNNING", nodes="localhost", elapsed=f"{int(time.time() - started)}s",
+            return JobStatus(job_id, "RUNNING", nodes="localhost", elapsed=clock(time.time() - started),
                              source="local")
         if ended is None:
             # the wrapper writes the exit code, then its group ends: read it again now that the group is
@@ -154,13 +158,14 @@ class LocalScheduler(Scheduler):
             return JobStatus(job_id, "FAILED", reason="the job's process group vanished", nodes="localhost",
                              source="local")
         return JobStatus(job_id, "COMPLETED" if ended == 0 else "FAILED", exit_code=f"{ended}:0",
-                         nodes="localhost", source="local")
+                         nodes="localhost", elapsed=_took(started, state / "exitcode"),
+                         ended=_mtime(state / "exitcode"), source="local")
 
     def _not_started(self, job_id: str, record: registry.JobRecord, state: Path) -> JobStatus:
         """A sweep's element that its supervisor has not started (yet): PENDING while the sweep runs."""
         sweep = (record.sweep or {}).get("id")
         if (state / "cancelled").exists():
-            return JobStatus(job_id, "CANCELLED", source="local")
+            return JobStatus(job_id, "CANCELLED", source="local", ended=_mtime(state / "cancelled"))
         if not sweep or sweep == job_id:
             return JobStatus(job_id, "UNKNOWN", source="local")
         if not self._one(sweep).finished:
@@ -197,6 +202,22 @@ class LocalScheduler(Scheduler):
             return str(json.loads((_state_dir(run_dir) / "job.json").read_text())["job_id"])
         except (OSError, ValueError, TypeError, KeyError):
             return None
+
+
+def _mtime(path: Path) -> str | None:
+    """When `path` was last written, local time (2026-11-23T06:44:07): when the job ended."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        return None
+
+
+def _took(started: float, end_marker: Path) -> str | None:
+    """How long a job that ended ran: from its start to when `end_marker` was written."""
+    try:
+        return clock(max(0.0, end_marker.stat().st_mtime - started))
+    except OSError:
+        return None
 
 
 def _exit_code(state: Path) -> int | None:

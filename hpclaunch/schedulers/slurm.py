@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch import cmd
+from hpclaunch import cmd, containers
 from hpclaunch.config.slurmtime import parse_time
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.runfiles import CHECKPOINT_PREFIX, RunFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler
+from hpclaunch.schedulers.slurm_options import dependency_option
 from hpclaunch.shell import quote
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> li
         if not _SBATCH_KEY.match(name):
             raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
         opts[name] = value
+    opts.update(spec.sbatch)  # submit --sbatch, checked by resolve (slurm_options.parse_sbatch)
     for name, value in opts.items():
         if value is not None and ("\n" in value or "\r" in value):
             raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
@@ -95,6 +97,7 @@ class SlurmScheduler(Scheduler):
             "options": sbatch_options(spec, run_dir),
             "cpus_per_task": part.cpus_per_node,
             "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
+            "container": containers.step_options(spec, run_dir),
             "state_dir": RunFiles(run_dir).scheduler_state(self.name),
             "checkpoint_glob": f"{CHECKPOINT_PREFIX}*",
             "max_requeues": spec.profile.max_requeues_without_progress,
@@ -117,15 +120,20 @@ class SlurmScheduler(Scheduler):
                          "as separate sweeps")
         return {"options": first}
 
-    def submit(self, script: Path, run_dir: Path) -> str:
-        proc = cmd.run(["sbatch", "--parsable", *exclude_option(script), str(script)], timeout=120)
+    def dependency_options(self, after: Sequence[str]) -> list[str]:
+        return dependency_option(after)
+
+    def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
+        argv = ["sbatch", "--parsable", *dependency_option(after), *exclude_option(script), str(script)]
+        proc = cmd.run(argv, timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise CommandError(f"sbatch answered {proc.stdout.strip()!r}, not a job id")
         return job_id
 
-    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None) -> str:
-        return self.submit(script, sweep_dir)  # --array is in the script
+    def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
+                     after: Sequence[str] = ()) -> str:
+        return self.submit(script, sweep_dir, after)  # --array is in the script
 
     # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
     # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm_output.py.

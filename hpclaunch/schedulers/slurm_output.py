@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hpclaunch.schedulers.base import JobStatus
+from hpclaunch.schedulers.base import JobStatus, clock
 
 # squeue fields: %i id as shown (7_2, 16+1), %A the job's own id, %F array job id, %K array task id,
 # %T state, %r reason, %N nodes, %M elapsed, %l time limit.
@@ -39,7 +39,7 @@ SQUEUE_FIELDS = (
     "Elapsed",
     "Timelimit",
 )
-SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,NodeList,Elapsed,Timelimit,Reason"
+SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,NodeList,Elapsed,Timelimit,Reason,End"
 
 # Slurm's state names (base states, the flags squeue/sacct print instead of the base state, and squeue's
 # short codes) -> hpclaunch's states. Not listed: UNKNOWN.
@@ -142,6 +142,7 @@ class SlurmJob:
     het_job_id: str | None = None
     het_job_offset: str | None = None
     submitted: int = 0  # submit time (JSON only): picks the newest of a requeued job's records
+    end: str | None = None  # end time as Slurm prints it (2026-11-23T06:44:07), once it ended
 
     def status(self, job_id: str | None = None, source: str = "") -> JobStatus:
         return JobStatus(
@@ -153,6 +154,7 @@ class SlurmJob:
             self.elapsed,
             self.time_limit,
             source=source,
+            ended=self.end if self.state in _ENDED else None,
         )
 
 
@@ -198,21 +200,6 @@ def _none(value: str | None) -> str | None:
         return None
     value = value.strip()
     return None if value in _NONE else value
-
-
-def clock(seconds: int | float | None) -> str | None:
-    """Seconds as squeue prints a duration: 7 -> "0:07", 3723 -> "1:02:03", 90000 -> "1-01:00:00"."""
-    if seconds is None or seconds < 0:
-        return None
-    s = int(seconds)
-    days, s = divmod(s, 86400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{s:02d}"
-    return f"{minutes}:{s:02d}"
 
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$|^(\d+)-(\d+)$")
@@ -364,7 +351,14 @@ def _row_job(row: Mapping[str, str], shown: str, raw: str,
         array_task,
         het_job,
         het_offset,
+        end=_when(row.get("End")),
     )
+
+
+def _when(value: str | None) -> str | None:
+    """Slurm's end time text, or None for Unknown/None (not ended yet)."""
+    value = _none(value.strip() if value else None)
+    return value if value and value[:1].isdigit() else None
 
 
 def parse_squeue_text(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[SlurmJob]:
@@ -433,6 +427,7 @@ def parse_scontrol(text: str) -> list[SlurmJob]:
                 array_task,
                 het_job,
                 het_offset,
+                end=_when(f.get("EndTime")),
             )
         )
     return jobs
@@ -557,6 +552,7 @@ def _summary(job_id: str, group: list[SlurmJob], source: str) -> JobStatus:
         lead.elapsed,
         lead.time_limit,
         source=source,
+        ended=max((j.end for j in group if j.end), default=None) if lead.state in _ENDED else None,
     )
 
 

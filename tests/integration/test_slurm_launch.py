@@ -117,7 +117,7 @@ def test_cancel_running_slurm_job(env):
     deadline = time.time() + 120
     while time.time() < deadline and len(list((run_dir / "logs").glob("rank-*.log"))) < 4:
         time.sleep(1)
-    assert hpclaunch(env, "cancel", job).stdout.startswith(f"cancelled {job}")
+    assert hpclaunch(env, "cancel", job).stdout.startswith(f"cancelled job {job} (it was RUNNING)")
     seen = wait_state(env, job, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=120)
     assert seen[-1] == "CANCELLED"
     deadline = time.time() + 30

@@ -404,18 +404,18 @@ def test_a_submission_in_progress_is_shown_as_such(hpclaunch, hpc_home, tmp_path
 
 
 def test_submit_records_the_job_before_the_scheduler_is_asked(hpc_home, monkeypatch):
-    from hpclaunch import submit
+    from hpclaunch import submission
     from hpclaunch.resolve import resolve
     from hpclaunch.schedulers.local import LocalScheduler
 
     seen = []
 
-    def fake_submit(self, script, run_dir):
+    def fake_submit(self, script, run_dir, after=()):
         seen.extend(p.name for p in (hpc_home / "registry").glob("pending-*.json"))
         return "local-77"
 
     monkeypatch.setattr(LocalScheduler, "submit", fake_submit)
-    done = submit.submit(resolve("allreduce", "local"))
+    done = submission.submit(resolve("allreduce", "local"))
     assert seen == [f"pending-{done.run_dir.name}.json"]
     assert [p.name for p in (hpc_home / "registry").glob("*.json")] == ["local-77.json"]
 

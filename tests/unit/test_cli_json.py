@@ -15,7 +15,8 @@ from hpclaunch.cli.options import JSON_HELP, JsonOption
 
 CLI_DIR = Path(__file__).resolve().parents[2] / "hpclaunch" / "cli"
 WITH_JSON = {"submit", "status", "jobs", "cancel", "logs", "report", "compare", "stage-assets", "assets list",
-             "assets verify", "profiles list", "profiles show", "recipes list", "recipes show"}
+             "assets verify", "assets unpack", "export", "plan", "profiles list", "profiles show", "recipes list",
+             "recipes show"}
 
 
 def _commands() -> dict[str, click.Command]:
@@ -65,3 +66,25 @@ def test_new_json_outputs(hpclaunch) -> None:
     assert "tiny" in next(r for r in recipes if r["name"] == "gpt2")["presets"]
     shown = json.loads(hpclaunch("recipes", "show", "gpt2", "--preset", "tiny", "--json").stdout)
     assert shown["launcher"] == "torchrun"
+
+
+def test_every_json_output_carries_the_schema_version(hpclaunch) -> None:
+    assert {p["schema"] for p in json.loads(hpclaunch("profiles", "list", "--json").stdout)} == {1}
+    assert json.loads(hpclaunch("recipes", "show", "gpt2", "--json").stdout)["schema"] == 1
+    submitted = hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run", "--json")
+    assert json.loads(submitted.stdout)["schema"] == 1
+
+
+def test_assets_unpack_json(hpclaunch, write_profile, tmp_path: Path) -> None:
+    from hpclaunch.assets.pack import pack
+    from tests.unit.test_assets_workflow import _staged_model
+
+    folder = _staged_model(tmp_path / "there")
+    pack(tmp_path / "there", [folder], tmp_path / "assets.tar")
+    profile = str(write_profile(assets={"store": str(tmp_path / "here")}))
+    result = hpclaunch("assets", "unpack", str(tmp_path / "assets.tar"), "--profile", profile, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == 1 and data["store"] == str(tmp_path / "here")
+    (asset,) = data["assets"]
+    assert asset["repo_id"] == "org/tiny" and asset["files"] == 1 and Path(asset["path"], "config.json").is_file()

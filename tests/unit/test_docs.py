@@ -55,6 +55,32 @@ def test_command_has_help(hpclaunch, path):
     assert help_text, "no description"
 
 
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_command_help_has_examples(hpclaunch, path):
+    out = hpclaunch(*path, "--help").stdout
+    assert "\nExamples:\n" in out.replace("  Examples:", "Examples:"), out
+    shown = out.split("Examples:\n", 1)[1].splitlines()
+    name = "hpclaunch " + " ".join(path)
+    assert any(line.strip().startswith(name) or f"$({name}" in line for line in shown), out
+
+
+def test_top_level_help_lines_are_whole_sentences(hpclaunch):
+    for args in ((), ("profiles",), ("recipes",), ("assets",)):
+        out = hpclaunch(*args, "--help").stdout
+        commands = out.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+        assert "..." not in commands, out
+        assert commands.rstrip().endswith("."), out
+
+
+def test_n_means_the_last_n_everywhere(hpclaunch):
+    """`-n N` is one thing on every command: the last (newest) N."""
+    for path in COMMANDS:
+        cmd_help = hpclaunch(*path, "--help").stdout
+        for line in cmd_help.splitlines():
+            if line.strip().startswith("-n,"):
+                assert "N" in line and ("the last N" in line or "the N newest" in line), line
+
+
 def _docs_text() -> str:
     files = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
     return "\n".join(f.read_text(encoding="utf-8") for f in files if f.is_file())

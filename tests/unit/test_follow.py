@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import hpclaunch.logs.follow as follow_mod
 from hpclaunch.cli.main import cli
-from hpclaunch.logs.follow import End, JobLost, Restart, follow
+from hpclaunch.logs.follow import End, JobLost, Restart, State, follow
 from hpclaunch.logs.read import Line
 from hpclaunch.schedulers.base import JobStatus
 from tests.fixtures.jobrecords import add_local_record
@@ -70,8 +70,8 @@ def test_follow_the_job_output_and_an_unfinished_last_line(tmp_path: Path) -> No
     (tmp_path / "logs" / "job.7.out").write_text("hpclaunch: start\nno newline at the end")
     (tmp_path / "logs" / "rank-0.restart-0.log").write_text("a rank line\n")
     events = list(follow(tmp_path, _states("RUNNING", "FAILED"), rank_logs=False, job_output="7", **FAST))
-    assert events == [Line(None, -1, "hpclaunch: start"), Line(None, -1, "no newline at the end"),
-                      End(JobStatus("7", "FAILED"))]
+    assert events == [State(JobStatus("7", "RUNNING")), Line(None, -1, "hpclaunch: start"),
+                      Line(None, -1, "no newline at the end"), End(JobStatus("7", "FAILED"))]
 
 
 def test_follow_ends_when_the_state_stays_unknown(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_follow_ends_when_the_state_stays_unknown(tmp_path: Path) -> None:
     got: list[object] = []
     with pytest.raises(JobLost) as err:
         got.extend(follow(tmp_path, _states("RUNNING", "UNKNOWN"), unknown_limit=3, **FAST))
-    assert got == [Line(0, 0, "last words")]  # what was written is shown first
+    assert got == [State(JobStatus("7", "RUNNING")), Line(0, 0, "last words")]  # what was written is shown first
     assert err.value.exit_code == 1
     assert "job 7: the scheduler no longer knows this job (state UNKNOWN at 3 checks in a row)" in str(err.value)
     assert "hpclaunch cancel 7" in str(err.value)
@@ -92,7 +92,7 @@ def test_follow_ends_when_the_state_stays_unknown(tmp_path: Path) -> None:
 def test_follow_waits_through_a_short_unknown(tmp_path: Path) -> None:
     events = list(follow(tmp_path, _states("UNKNOWN", "UNKNOWN", "RUNNING", "UNKNOWN", "COMPLETED"),
                          unknown_limit=3, **FAST))
-    assert events == [End(JobStatus("7", "COMPLETED"))]
+    assert events == [State(JobStatus("7", "RUNNING")), End(JobStatus("7", "COMPLETED"))]
 
 
 @pytest.fixture
@@ -130,11 +130,13 @@ def test_ctrl_c_in_logs_follow_exits_130_and_says_how_to_reattach(
 @pytest.fixture
 def fake_submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`submit` without a scheduler: the job is 'queued' as local-3."""
-    import hpclaunch.submit as submission
+    import hpclaunch.submission as submission
 
-    done = SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=[],
-                           script="")
-    monkeypatch.setattr(submission, "submit", lambda spec: done)
+    def done(spec: object, *_: object, **__: object) -> SimpleNamespace:
+        return SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=(),
+                               script="", spec=spec)
+
+    monkeypatch.setattr(submission, "submit", done)
 
 
 def test_ctrl_c_in_submit_follow_exits_130(deleted_job: str, fake_submit: None,
@@ -149,3 +151,38 @@ def test_submit_follow_of_a_forgotten_job_ends(deleted_job: str, fake_submit: No
     res = CliRunner().invoke(cli, ["submit", "allreduce", "--profile", "local", "--follow"])
     assert res.exit_code == 1, res.output
     assert "no longer knows this job" in res.output
+
+
+def test_follow_says_why_a_job_is_queued_and_when_the_reason_changes(tmp_path: Path) -> None:
+    answers = iter([JobStatus("7", "PENDING", reason="Priority"), JobStatus("7", "PENDING", reason="Priority"),
+                    JobStatus("7", "PENDING", reason="Resources"), JobStatus("7", "RUNNING", nodes="n1")])
+    last = [JobStatus("7", "COMPLETED")]
+    events = list(follow(tmp_path, lambda: next(answers, last[0]), **FAST))
+    states = [e for e in events if isinstance(e, State)]
+    assert [e.text for e in states] == [
+        "job 7 is queued: other jobs with higher priority are ahead in the queue (wait, or ask for fewer nodes or "
+        "less time to fit a backfill slot)",
+        "job 7 is queued: waiting for nodes/GPUs to become free (it starts when running jobs end)",
+        "job 7 is running on n1",
+    ]
+
+
+def test_logs_follow_of_a_queued_local_job_says_why_it_waits_then_that_it_runs(hpclaunch, hpc_home: Path) -> None:
+    """A real local sweep with one element at a time: the second element is queued (JobArrayTaskLimit) until the
+    first ends; `logs -f` of it says so in words, then that it runs."""
+    import json
+
+    from tests.fixtures.jobrecords import wait_local
+    from tests.unit.test_sweeps import _submit_local
+
+    info = json.loads(hpclaunch("submit", "allreduce", "--profile", "local", "--sweep", "train.lr=1,2",
+                                "--max-parallel", "1", "--dry-run", "--json").stdout)
+    for element, seconds in zip(info["elements"], (1, 1.5), strict=True):
+        (Path(element["run_dir"]) / "job.sbatch").write_text(f"#!/bin/bash\nsleep {seconds}\necho element done\n")
+    _, ids = _submit_local(info, 1)
+    assert wait_local(ids[0], until="RUNNING") == "RUNNING"
+    res = hpclaunch("logs", ids[1], "-f")
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith(f"hpclaunch: job {ids[1]} is queued: the array's limit of tasks running at once")
+    assert lines[1] == f"hpclaunch: job {ids[1]} is running on localhost"

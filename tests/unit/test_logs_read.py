@@ -103,8 +103,8 @@ def test_cli_logs_all_restarts_prefixed(tmp_path: Path, monkeypatch: pytest.Monk
         catch_exceptions=False,
     )
     assert [json.loads(ln) for ln in res.output.splitlines()] == [
-        {"rank": 10, "restart": 1, "line": "r10 s1 line 3 loss=0.3"},
-        {"rank": 10, "restart": 1, "line": "r10 s1 line 4 loss=0.4"},
+        {"schema": 1, "rank": 10, "restart": 1, "line": "r10 s1 line 3 loss=0.3"},
+        {"schema": 1, "rank": 10, "restart": 1, "line": "r10 s1 line 4 loss=0.4"},
     ]
 
 

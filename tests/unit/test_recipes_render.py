@@ -34,7 +34,7 @@ def test_full_preset_renders(hpclaunch, hpc_home, recipe, profile):
         "--dry-run",
     )
     assert result.exit_code == 0, result.output
-    run_dir = Path(re.search(r"run directory (\S+)", result.output).group(1))
+    run_dir = Path(re.search(r"# dry run: nothing submitted; run directory (\S+)", result.output).group(1))
     script = (run_dir / "job.sbatch").read_text()
     assert f"export HPCLAUNCH_ACCELERATOR={accelerator}" in script
     assert f"export HPCLAUNCH_BACKEND={backend}" in script

@@ -411,3 +411,15 @@ def test_status_path_without_accounting(monkeypatch: pytest.MonkeyPatch) -> None
         "19": ("COMPLETING", None, "0:0", "scontrol"),
         "2": ("PENDING", "job requeued in held state", None, "squeue"),
     }
+
+
+def test_when_a_job_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ended` (what `cancel` says of a job that already ended): scontrol's EndTime and sacct's End once the
+    job ended, never the end a running job is expected at."""
+    _serve_dev_outputs(monkeypatch, sacct_rc=1)
+    found = SlurmScheduler().status(["13", "7"])
+    assert found["13"].ended == "2026-11-23T02:32:20"
+    assert found["7"].state == "RUNNING" and found["7"].ended is None  # EndTime=2026-11-23T02:58:50: expected
+    text = "JobID|JobIDRaw|State|ExitCode|End\n5|5|CANCELLED by 0|0:15|2026-11-23T03:00:01\n6|6|RUNNING|0:0|Unknown\n"
+    got = so.select(so.parse_sacct_text(text), ["5", "6"], "sacct")
+    assert got["5"].ended == "2026-11-23T03:00:01" and got["6"].ended is None

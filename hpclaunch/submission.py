@@ -1,4 +1,4 @@
-"""submit = dry-run + schedule (rule 3).
+"""submit = dry-run + schedule (rule 3). The Python API and the CLI both come here through hpclaunch/api.py.
 
 The dry-run resolves, checks and renders, and writes the run directory; nothing else. Scheduling
 hands the script to the scheduler and records the job. If the scheduler refuses, the run directory
@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import timeline
 from hpclaunch.preflight import fits_devices, preflight
 from hpclaunch.render.render import render
 from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.runfiles import RunFiles
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hpclaunch import registry
     from hpclaunch.jobspec import JobSpec
 
@@ -52,25 +55,31 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
-def submit(spec: JobSpec, *, skip_fit_check: bool = False) -> Submission:
+def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = False) -> Submission:
     """The record is written (pending, naming the run directory) before the scheduler is asked and gets
-    the job id after: a submit killed in between leaves a record that `registry.recover` settles."""
+    the job id after: a submit killed in between leaves a record that `registry.recover` settles. `after`:
+    ``JOB[:ok|any|notok]`` the job waits for (checked before anything is written)."""
     from hpclaunch import registry
+    from hpclaunch.provenance import record_submit
     from hpclaunch.schedulers import get_scheduler
 
-    prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     scheduler = get_scheduler(spec.profile.scheduler)
+    scheduler.dependency_options(after)
+    prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     try:
+        record_submit(spec, prepared.run_dir)  # the original recipe folder's git state: the job sees a copy
         pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
+    asked = time.time()
     try:
-        job_id = scheduler.submit(prepared.script_path, prepared.run_dir)
+        job_id = scheduler.submit(prepared.script_path, prepared.run_dir, after)
     except BaseException:
         pending.abandon()
         remove_run_dir(prepared.run_dir)
         raise
+    timeline.submitted(prepared.run_dir, job_id, asked)
     pending.complete(job_id)
     return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)
 

@@ -1,0 +1,279 @@
+"""The Python API: ``hpclaunch.submit(...)`` returns a `Job`; ``hpclaunch.job(ID)`` finds a recorded one.
+
+The CLI's ``submit``, ``status`` and ``cancel`` call into this module (``submit_request``, `Job`), so a
+job submitted from Python and one submitted from a shell go through one code path. Every failure is an
+`HpclaunchError`. See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from hpclaunch.errors import ConfigError, HpclaunchError
+from hpclaunch.runfiles import RunFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.cancel import Cancelled
+    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.registry import JobRecord
+    from hpclaunch.resolve import CliOverrides
+    from hpclaunch.schedulers.base import JobStatus
+    from hpclaunch.sweep import SweepSubmission
+
+UNKNOWN_LIMIT = 10  # polls in a row that the scheduler does not know the job before `wait` gives up
+
+
+class JobTimeout(HpclaunchError):
+    """`Job.wait(timeout=...)` ran out of time; the job still runs."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submitted job (or sweep, or a dry run's run directory). `spec` and `warnings` are known for a job
+    submitted in this process; `hpclaunch.job(ID)` gives one from its record."""
+
+    job_id: str | None  # None for a dry run
+    run_dir: Path  # a sweep's folder for a sweep
+    script: Path
+    spec: JobSpec | None = field(default=None, repr=False)
+    warnings: tuple[str, ...] = ()
+    sweep: SweepSubmission | None = field(default=None, repr=False)
+
+    # --- the job's record and state
+    def _record(self) -> JobRecord:
+        from hpclaunch import registry
+
+        if self.job_id is None:
+            raise HpclaunchError(f"a dry run submitted nothing (run directory {self.run_dir})",
+                                 hint="submit it: hpclaunch.submit(..., dry_run=False)")
+        return registry.get(self.job_id)
+
+    @property
+    def is_sweep(self) -> bool:
+        from hpclaunch.sweep import is_sweep
+
+        return self.sweep is not None or (self.job_id is not None and is_sweep(self._record()))
+
+    @property
+    def elements(self) -> list[Job]:
+        """A sweep's elements, in order ([] for a job that is no sweep)."""
+        from hpclaunch.sweep import sweep_elements
+
+        if self.job_id is None:
+            return []
+        return [_from_record(r) for r in sweep_elements(self._record())]
+
+    def status(self) -> JobStatus:
+        """The scheduler's view now: state (PENDING, RUNNING, COMPLETED, FAILED, ...), reason, exit code,
+        nodes, elapsed."""
+        from hpclaunch.jobstate import statuses
+
+        record = self._record()
+        return statuses([record])[record.job_id]
+
+    def wait(self, timeout: float | None = None, *, poll: float = 2.0) -> JobStatus:
+        """Block until the job (every element of a sweep) has ended; its final status. It does not raise for a
+        failed job: look at ``.state``. Raises JobTimeout after `timeout` seconds, JobLost when the scheduler
+        stops knowing it."""
+        from hpclaunch.jobstate import statuses
+        from hpclaunch.logs.follow import JobLost
+
+        record = self._record()
+        watched = [record, *[e._record() for e in self.elements]]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        unknown = 0
+        while True:
+            found = statuses(watched)
+            unknown = unknown + 1 if any(s.state == "UNKNOWN" for s in found.values()) else 0
+            if unknown >= UNKNOWN_LIMIT:
+                raise JobLost(f"job {record.job_id}: the scheduler no longer knows it ({unknown} checks in a row)",
+                              hint=f"`hpclaunch status {record.job_id}` shows what is known")
+            if all(found[r.job_id].finished for r in watched[1:] or watched):
+                return found[record.job_id] if len(watched) == 1 else _sweep_status(record.job_id, found, watched)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"job {record.job_id} is still {found[record.job_id].state} after {timeout:g} s",
+                                 hint="wait longer, or job.cancel()")
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    def cancel(self) -> Cancelled:
+        """Cancel the job (every step and the batch script; a sweep: every element), as `hpclaunch cancel`
+        does: a job that has already ended is left alone, and the result says how and when it ended."""
+        from hpclaunch.cancel import cancel
+
+        (done,) = cancel([self._record().job_id])
+        return done
+
+    # --- what the job wrote
+    def logs(self, rank: int | None = None, *, tail: int | None = None) -> str:
+        """The rank logs merged (each line prefixed with ``[rank<R>]``, every restart in order), then the job
+        script's own output; with `rank`, only that rank's lines."""
+        from hpclaunch.logs.read import batch_lines, merged
+
+        files = RunFiles(self.run_dir)
+        lines = [line.prefixed() for line in merged(files.rank_logs(rank=rank), tail=tail)]
+        if rank is None:
+            lines += [line.prefixed() for line in batch_lines(files.job_outputs(), tail=tail)]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    @overload
+    def metrics(self, rank: int = 0, *, kind: Literal["train", "eval", "all"] = "train",
+                as_frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+
+    @overload
+    def metrics(self, rank: int = 0, *, kind: Literal["train", "eval", "all"] = "train",
+                as_frame: Literal[True]) -> Any: ...
+
+    def metrics(self, rank: int = 0, *, kind: Literal["train", "eval", "all"] = "train",
+                as_frame: bool = False) -> list[dict[str, Any]] | Any:
+        """The metrics `rank` wrote: training records (one per step; the last of a step written twice across a
+        requeue wins), eval records, or all; a pandas DataFrame with ``as_frame=True``."""
+        from hpclaunch.report.metrics import load_run
+
+        m = load_run(self.run_dir, self.job_id or "(dry run)", rank)
+        records = {"train": m.train, "eval": m.evals, "all": [*m.train, *m.evals]}[kind]
+        if not as_frame:
+            return records
+        try:
+            import pandas
+        except ImportError:
+            raise HpclaunchError("metrics(as_frame=True) needs pandas, which is not installed",
+                                 hint="pip install pandas, or call metrics() for a list of dicts") from None
+        return pandas.DataFrame(records)
+
+    def provenance(self) -> dict[str, Any]:
+        """What the run ran with (RUN_DIR/provenance.json; {} before anything wrote it)."""
+        from hpclaunch.provenance import load
+
+        return load(self.run_dir)
+
+
+def _sweep_status(sweep_id: str, found: dict[str, JobStatus], watched: list[JobRecord]) -> JobStatus:
+    """A sweep's status once every element has ended: COMPLETED when all did, else the first other state."""
+    from hpclaunch.schedulers.base import JobStatus
+
+    bad = [found[r.job_id] for r in watched[1:] if found[r.job_id].state != "COMPLETED"]
+    return JobStatus(sweep_id, bad[0].state if bad else "COMPLETED", exit_code=bad[0].exit_code if bad else None,
+                     source=found[watched[0].job_id].source)
+
+
+def _from_record(record: JobRecord) -> Job:
+    from hpclaunch.runfiles import SweepFiles
+    from hpclaunch.sweep import is_sweep
+
+    run_dir = Path(record.run_dir)
+    script = SweepFiles(run_dir).script if is_sweep(record) else RunFiles(run_dir).script
+    return Job(record.job_id, run_dir, script)
+
+
+def job(job_id: str) -> Job:
+    """A recorded job (or sweep, or sweep element) by its id, as `hpclaunch status` shows it."""
+    from hpclaunch import registry
+
+    return _from_record(registry.get(job_id))
+
+
+def _set_text(value: object) -> str:
+    """A Python value as ``--set KEY=VALUE`` reads it (YAML): strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str | None = None,
+           layout: str | None = None, overrides: Mapping[str, object] | None = None,
+           sweep: Mapping[str, Sequence[object]] | None = None, max_parallel: int | None = None,
+           dry_run: bool = False, nodes: int | None = None, gpus_per_node: int | None = None,
+           partition: str | None = None, time: str | None = None, name: str | None = None,
+           retries: int = 0, after: Sequence[str] = (), sbatch: Sequence[str] = (),
+           skip_fit_check: bool = False) -> Job:
+    """Resolve `recipe` on `profile` as `hpclaunch submit` does and submit it (or, with ``dry_run``, only
+    write its run directory). `overrides` are ``--set`` keys (``{"train.lr": 3e-4}``); `sweep` runs one job
+    array over every combination (``{"train.lr": [1e-4, 3e-4]}``), at most `max_parallel` at a time.
+    `after` (``["12345:ok"]``), `sbatch` (``["mem=64G", "exclusive"]``) and `skip_fit_check` are the
+    ``--after``, ``--sbatch`` and ``--skip-fit-check`` of the command line."""
+    import os
+
+    from hpclaunch.resolve import CliOverrides
+
+    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
+                       time=time, name=name, sets=tuple(f"{k}={_set_text(v)}" for k, v in (overrides or {}).items()),
+                       retries=retries, inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=tuple(sbatch))
+    items = tuple(f"{k}={','.join(_set_text(v) for v in values)}" for k, values in (sweep or {}).items())
+    if sweep is not None and not items:
+        raise ConfigError("sweep={}: give at least one key and its values, e.g. sweep={'train.lr': [1e-4, 3e-4]}")
+    return submit_request(str(recipe), None if profile is None else str(profile), cli, items, max_parallel,
+                          dry_run=dry_run, after=tuple(after), skip_fit_check=skip_fit_check)
+
+
+def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: Sequence[str] = (),
+                   max_parallel: int | None = None, *, dry_run: bool = False, after: Sequence[str] = (),
+                   skip_fit_check: bool = False) -> Job:
+    """`submit` with the command line's own words (``--set``/``--sweep``/``--after`` strings): what
+    `hpclaunch submit` calls."""
+    from hpclaunch import submission
+
+    if sweep or max_parallel is not None:
+        return _submit_sweep(recipe, profile, cli, sweep, max_parallel, dry_run=dry_run, after=after,
+                             skip_fit_check=skip_fit_check)
+    spec = resolve_spec(recipe, profile, cli)
+    if dry_run:
+        _check_after(spec, after)
+        done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
+    else:
+        done = submission.submit(spec, after, skip_fit_check=skip_fit_check)
+    return Job(done.job_id, done.run_dir, done.script_path, done.spec, done.warnings)
+
+
+def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
+    """The JobSpec of a recipe on a profile, or of a resolved.yaml with the flags over it (submit, plan)."""
+    from hpclaunch.config.loader import is_jobspec_file
+
+    if is_jobspec_file(recipe):
+        from hpclaunch.resolve import resolve_again
+
+        # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
+        return resolve_again(recipe, cli, profile)
+    from hpclaunch.resolve import resolve
+
+    # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever
+    return resolve(recipe, _require_profile(profile), cli, light=True)
+
+
+def _require_profile(profile: str | None) -> str:
+    if not profile:
+        raise ConfigError("--profile is required (the profile= argument in Python)",
+                          hint="see `hpclaunch profiles list`")
+    return profile
+
+
+def _check_after(spec: JobSpec, after: Sequence[str]) -> None:
+    """A dry run refuses an `after` its scheduler cannot take, as a submit would, before anything is written."""
+    if after:
+        from hpclaunch.schedulers import get_scheduler
+
+        get_scheduler(spec.profile.scheduler).dependency_options(after)
+
+
+def _submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str],
+                  max_parallel: int | None, *, dry_run: bool, after: Sequence[str] = (),
+                  skip_fit_check: bool = False) -> Job:
+    from hpclaunch import sweep
+    from hpclaunch.config.loader import is_jobspec_file
+
+    if not items:
+        raise ConfigError("--max-parallel goes with --sweep KEY=V1,V2,... (max_parallel= with sweep=)")
+    if is_jobspec_file(recipe):
+        raise ConfigError(f"--sweep resolves a recipe again for each value; {recipe} is already resolved",
+                          hint="give the recipe (e.g. recipes/gpt2) instead")
+    elements = sweep.resolve_elements(recipe, _require_profile(profile), cli, sweep.parse_axes(items, cli.sets))
+    if dry_run:
+        _check_after(elements[0][1], after)
+        done = sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check)
+    else:
+        done = sweep.submit(elements, max_parallel, after, skip_fit_check=skip_fit_check)
+    return Job(done.job_id, done.sweep_dir, done.script_path, done.elements[0].spec, done.warnings, done)

@@ -1,0 +1,88 @@
+"""sbatch options from the command line: `submit --sbatch KEY=VALUE` (checked against sbatch's long options)
+and `submit --after JOB[:ok|any|notok]` (Slurm's --dependency). Imports nothing heavy: resolve and the CLI use it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hpclaunch.errors import ConfigError
+
+# sbatch's long options (Slurm 20.11 to 24.x, `man sbatch`), without the leading --.
+KNOWN = frozenset("""
+account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment constraint container
+container-id contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot
+dependency distribution error exclude exclusive export export-file extra extra-node-info get-user-env gid
+gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint hold ignore-pbs input
+job-name kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus
+network nice no-kill no-requeue nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node
+ntasks-per-socket open-mode output overcommit oversubscribe parsable partition power prefer priority profile
+propagate qos quiet reboot requeue reservation resv-ports segment signal sockets-per-node spread-job switches
+test-only thread-spec threads-per-core time time-min tmp tres-bind tres-per-task uid use-min-nodes verbose wait
+wait-all-nodes wckey wrap
+""".split())
+
+# Options hpclaunch writes itself from its own flags and the profile: name -> where to say it instead.
+OWNED = {
+    "job-name": "submit --name",
+    "partition": "submit --partition",
+    "nodes": "submit --nodes or --layout",
+    "ntasks": "the layout (one task per node; the launcher starts the ranks)",
+    "ntasks-per-node": "the layout (one task per node; the launcher starts the ranks)",
+    "cpus-per-task": "the profile's partitions.<name>.cpus_per_node",
+    "gres": "the profile's partitions.<name>.gres and submit --gpus-per-node",
+    "time": "submit --time",
+    "output": "nothing: the job's output goes to its run directory (hpclaunch logs)",
+    "error": "nothing: the job's output goes to its run directory (hpclaunch logs)",
+    "open-mode": "nothing: the job's output is appended across requeues",
+    "signal": "nothing: hpclaunch asks for USR1 before the time limit to checkpoint and requeue",
+    "array": "submit --sweep",
+    "dependency": "submit --after JOB[:ok|any|notok]",
+    "wrap": "nothing: hpclaunch submits its own job script",
+    "parsable": "nothing: it is how hpclaunch reads the job id",
+    "wait": "submit --follow",
+    "test-only": "submit --dry-run",
+}
+
+_VALUE_BREAK = re.compile(r"[\n\r\0]")
+
+
+def parse_sbatch(items: Sequence[str]) -> dict[str, str | None]:
+    """``["mem=0", "exclusive", "--mail-type=END"]`` -> ``{"mem": "0", "exclusive": None, "mail-type": "END"}``;
+    an unknown option, or one hpclaunch writes itself, is refused naming the flag."""
+    out: dict[str, str | None] = {}
+    for item in items:
+        raw_name, eq, value = item.partition("=")
+        name = raw_name.strip().removeprefix("--")
+        if name not in KNOWN:
+            near = sorted(k for k in KNOWN if k.startswith(name[:3])) if name else []
+            raise ConfigError(f"--sbatch {item!r}: {name!r} is not an sbatch option"
+                              + (f" (similar: {', '.join(near[:6])})" if near else ""),
+                              hint="write KEY=VALUE with an option of `man sbatch` without its --, e.g. "
+                                   "--sbatch mem=64G or --sbatch exclusive")
+        if name in OWNED:
+            raise ConfigError(f"--sbatch {item!r}: hpclaunch writes --{name} itself; use {OWNED[name]}")
+        if _VALUE_BREAK.search(value):
+            raise ConfigError(f"--sbatch {item!r}: the value holds a line break, which an #SBATCH line cannot carry")
+        out[name] = value if eq else None
+    return out
+
+
+DEPENDENCY_TYPES = {"ok": "afterok", "any": "afterany", "notok": "afternotok"}
+_JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?$")
+
+
+def dependency_option(after: Sequence[str]) -> list[str]:
+    """``["123", "456:any"]`` -> ``["--dependency=afterok:123,afterany:456"]`` (every condition must hold); a
+    sweep's id waits for all its elements, ``123_4`` for one."""
+    conditions = []
+    for item in after:
+        job, _, kind = item.strip().partition(":")
+        kind = kind or "ok"
+        if kind not in DEPENDENCY_TYPES or not _JOB_ID.match(job):
+            raise ConfigError(f"--after {item!r}: expected JOB[:ok|any|notok] with a Slurm job id (12345, a sweep's "
+                              "12345, one element 12345_3)",
+                              hint="ok: start once JOB completed; any: once it ended however; notok: only if it failed")
+        conditions.append(f"{DEPENDENCY_TYPES[kind]}:{job}")
+    return [f"--dependency={','.join(conditions)}"] if conditions else []

@@ -1,0 +1,156 @@
+"""The start-up timeline (RUN_DIR/timeline.jsonl) and the TensorBoard events, from real local jobs: the job
+script's stamps (allreduce fixture, a sweep of it), every phase of GPT-2 tiny through the runtime, what
+`status`, `status --json` and `report` make of them; and how the stamps read back (requeues, broken lines)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclaunch import timeline
+from hpclaunch.runfiles import RunFiles
+from hpclaunch.schedulers.base import TERMINAL
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT_PHASES = ["submitted", "started", "env_ready", "launched", "ranks_started", "finished"]
+
+
+def _submit_and_follow(hpclaunch, *args: str) -> str:
+    result = hpclaunch("submit", *args, "--profile", "local", "--follow")
+    assert result.exit_code == 0, result.output
+    (job,) = [line.split()[1] for line in result.output.splitlines() if line.startswith("job local-")]
+    return job
+
+
+def _status(hpclaunch, job: str) -> dict:
+    result = hpclaunch("status", job, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _in_order(entry: dict) -> list[str]:
+    """The stamped phases of one restart, ordered by time; the test compares it with PHASES' order."""
+    return sorted(entry["phases"], key=entry["phases"].get)
+
+
+def test_a_local_job_stamps_the_job_script_phases_in_order(hpclaunch):
+    job = _submit_and_follow(hpclaunch, "allreduce")
+    (entry,) = _status(hpclaunch, job)["timeline"]
+    assert entry["restart"] == 0 and entry["job"] == job
+    assert _in_order(entry) == SCRIPT_PHASES  # the fixture uses no runtime: no model, data or step stamps
+    d = entry["durations"]
+    assert set(d) == {"queued", "env", "job_script", "launcher", "training"}
+    assert all(v >= 0 for v in d.values())
+    assert d["job_script"] < 1.0  # the script's own work before the launch
+    text = hpclaunch("status", job).output
+    assert f"timeline: queued {timeline.seconds(d['queued'])}, start-up (no first step): env " in text
+
+
+def test_a_sweep_stamps_submitted_for_every_element(hpclaunch):
+    result = hpclaunch("submit", "allreduce", "--profile", "local", "--sweep", "train.lr=1e-4,3e-4",
+                       "--max-parallel", "1", "--json")
+    assert result.exit_code == 0, result.output
+    sweep = json.loads(result.stdout)
+    ids = [e["job_id"] for e in sweep["elements"]]
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        states = [_status(hpclaunch, e) for e in ids]
+        if all(s["state"] in TERMINAL for s in states):
+            break
+        time.sleep(0.5)
+    for element, s in zip(ids, states, strict=True):
+        assert s["state"] == "COMPLETED", s
+        (entry,) = s["timeline"]
+        assert entry["job"] == element and _in_order(entry) == SCRIPT_PHASES
+
+
+@pytest.mark.slow
+def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpclaunch, hpc_home):
+    """GPT-2 tiny (2 CPU ranks) through the runtime: all phases, the report's bar, and TensorBoard events
+    that tensorboard's own reader gives back with the losses of the metrics JSON lines."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    job = _submit_and_follow(hpclaunch, str(REPO / "recipes" / "gpt2"), "--preset", "tiny",
+                             "--set", "train.max_steps=4", "--set", "train.log_every=1",
+                             "--set", "train.save_every=0", "--set", "train.eval_steps=2")
+    status = _status(hpclaunch, job)
+    (entry,) = status["timeline"]
+    assert _in_order(entry) == list(timeline.PHASES)
+    assert list(entry["durations"]) == list(timeline.SPANS.values())
+    assert entry["startup_s"] == pytest.approx(entry["phases"]["first_step"] - entry["phases"]["started"], abs=1e-3)
+    text = hpclaunch("status", job).output
+    assert "start-up " in text and "model load " in text and "rendezvous " in text
+
+    run = RunFiles(Path(status["run_dir"]))
+    records = [json.loads(line) for line in run.metrics_file(0).read_text().splitlines()]
+    train = {r["step"]: r for r in records if r["kind"] == "train"}
+    (ev,) = [r for r in records if r["kind"] == "eval"]
+    acc = EventAccumulator(str(run.tensorboard))
+    acc.Reload()
+    scalars = acc.Tags()["scalars"]
+    assert {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "eval/loss", "eval/perplexity"} <= set(
+        scalars)
+    assert "train/mfu" not in scalars  # CPU: no peak FLOPs, no MFU
+    tb_losses = {e.step: e.value for e in acc.Scalars("train/loss")}
+    assert sorted(tb_losses) == sorted(train) == [1, 2, 3, 4]
+    for step, value in tb_losses.items():
+        assert value == pytest.approx(train[step]["loss"], rel=1e-6)  # float32 in the event file
+    assert [e.value for e in acc.Scalars("train/lr")] == pytest.approx([train[s]["lr"] for s in sorted(train)])
+    (ppl,) = acc.Scalars("eval/perplexity")
+    assert ppl.step == ev["step"] and ppl.value == pytest.approx(ev["perplexity"], rel=1e-6)
+
+    result = hpclaunch("report", job, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["timeline"] == status["timeline"]
+    png = Path(next(p for p in report["plots"] if p.endswith("timeline.png")))
+    from PIL import Image
+
+    drawn = json.loads(Image.open(png).text["Description"])
+    assert drawn == {"0": entry["durations"]}
+
+
+# --- reading stamps back
+
+
+def _stamp(run: RunFiles, phase: str, restart: int, t: float, job: str = "7") -> None:
+    timeline.append(run.timeline, phase, restart=restart, job=job, t=t)
+
+
+def test_a_requeued_restart_is_queued_from_the_previous_end_and_broken_lines_are_skipped(tmp_path):
+    run = RunFiles(tmp_path)
+    for phase, t in (("submitted", 100.0), ("started", 292.0), ("env_ready", 310.0), ("first_step", 333.0),
+                     ("finished", 1000.0), ("started", 1060.0), ("first_step", 1075.5)):
+        _stamp(run, phase, 0 if t <= 1000 else 1, t)
+    with open(run.timeline, "a") as f:
+        f.write('{"phase": "model_loaded", "restart": 1, "t": 10\n')  # a job killed mid-write
+        f.write('{"phase": "no_such_phase", "restart": 1, "t": 10}\n')
+    first, second = timeline.load(run)
+    assert first["durations"] == {"queued": 192.0, "env": 18.0, "first_step": 23.0, "training": 667.0}
+    assert timeline.describe(first) == "queued 3m12s, start-up 41s (env 18s, first step 23s), training 11m07s"
+    assert second["durations"] == {"queued": 60.0, "first_step": 15.5}
+    assert second["startup_s"] == 15.5 and second["queued_s"] == 60.0
+
+
+def test_the_runtime_stamps_from_rank_0_only_and_once(tmp_path, monkeypatch):
+    run = RunFiles(tmp_path)
+    env = {"HPCLAUNCH_RUN_DIR": str(tmp_path), "HPCLAUNCH_RESTART": "2", "HPCLAUNCH_JOB_ID": "9"}
+    monkeypatch.setattr(timeline, "_MARKED", set())
+    timeline.mark("model_loaded", {**env, "RANK": "1"})
+    timeline.mark("model_loaded", {"RANK": "0"})  # outside a job: nothing
+    assert not run.timeline.exists()
+    timeline.mark("model_loaded", {**env, "RANK": "0"})
+    timeline.mark("model_loaded", {**env, "RANK": "0"})
+    (rec,) = timeline.read(run)
+    assert rec["phase"] == "model_loaded" and rec["restart"] == 2 and rec["job"] == "9"
+    assert math.isclose(rec["t"], time.time(), abs_tol=5)
+
+
+@pytest.mark.parametrize(("s", "words"), [(0.004, "0.004s"), (1.83, "1.8s"), (41.4, "41s"), (192, "3m12s"),
+                                          (3725, "1h02m"), (93600, "1d02h")])
+def test_durations_in_words(s, words):
+    assert timeline.seconds(s) == words
