@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -51,7 +52,7 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
     "hpclaunch logs 12345 --rank 3 -f  # follow rank 3 until the job ends",
     "hpclaunch logs 12345 -n 100 --grep loss  # the last 100 matching lines of each rank",
     "hpclaunch logs 12345 --diagnose  # the first failing rank and what to do"))
-@click.argument("job")
+@click.argument("job", shell_complete=complete.job)
 @click.option("--rank", "-r", type=int, default=None, help="only this rank")
 @click.option("--restart", type=int, default=None, help="only this restart (default: all, in order)")
 @click.option("--tail", "-n", type=int, default=None, metavar="N", help="the last N lines of each rank")

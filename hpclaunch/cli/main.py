@@ -82,3 +82,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+if __name__ == "__main__":  # python -m hpclaunch.cli.main
+    main()
