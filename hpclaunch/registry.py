@@ -175,6 +175,14 @@ def all_records(bad: list[RegistryError] | None = None) -> list[JobRecord]:
     return sorted(records, key=lambda r: (r.submitted_at, r.job_id))
 
 
+def newest() -> JobRecord:
+    """The job submitted last (`hpclaunch logs` without a job); a NotFoundError when none is recorded."""
+    records = [r for r in all_records() if not r.pending]
+    if not records:
+        raise HpclaunchError("no job is recorded yet", hint="`hpclaunch submit RECIPE --profile PROFILE`")
+    return records[-1]
+
+
 def _max_local_id(folder: Path) -> int:
     found = (_LOCAL_ID.match(p.stem) for p in folder.glob("local-*.json"))
     return max((int(m.group(1)) for m in found if m), default=0)

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
 @click.argument("recipe", shell_complete=complete.recipe)
 @click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
-              help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
+              help="cluster profile name or YAML file (default: default_profile in ~/.config/hpclaunch/config.yaml; "
+                   "not needed when RECIPE is a resolved.yaml)")
 @click.option("--preset", shell_complete=complete.preset, help="recipe preset, e.g. tiny or full")
 @click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
 @click.option("--nodes", "-N", type=int, help="number of nodes")
