@@ -101,6 +101,11 @@ def add(record: JobRecord) -> None:
     _atomic_write(_record_path(record.job_id), _dump(record))
 
 
+def remove(job_id: str) -> None:
+    """Forget a job (`hpclaunch clean`): its record goes; nothing else is touched."""
+    _record_path(job_id).unlink(missing_ok=True)
+
+
 def parse(path: Path) -> JobRecord:
     """The record in `path`; a RegistryError saying what is wrong with it."""
     try:
