@@ -1,13 +1,15 @@
 """`hpclaunch clean`: which run directories may go, and removing them with their job records.
 
 A run directory is a folder of a run root (``$HPCLAUNCH_HOME/runs`` and the folder of every recorded job's run
-directory) holding a resolved.yaml or a sweep script. One that no job record names is a dry run's. One that
-records name goes only when the scheduler says every job in it has ended (a retry's too); a job still queued,
-running, being submitted or in a state the scheduler cannot tell is kept.
+directory, and every profile's run_root) that you own and that holds a resolved.yaml or a sweep script. One that
+no job record names and that never ran (no logs) is a dry run's. One that records name goes only when the
+scheduler says every job in it has ended (a retry's too); a job still queued, running, being submitted or in a
+state the scheduler cannot tell is kept.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -15,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclaunch import registry
-from hpclaunch.errors import ConfigError
-from hpclaunch.paths import hpclaunch_home
+from hpclaunch.errors import ConfigError, HpclaunchError
+from hpclaunch.paths import expand, hpclaunch_home
 from hpclaunch.runfiles import RunFiles, SweepFiles
 
 _AGE = re.compile(r"^([0-9]+)([smhdw]?)$")
@@ -57,7 +59,34 @@ def _age(path: Path, now: float) -> float:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (RunFiles(path).resolved.is_file() or SweepFiles(path).script.is_file())
+    """A run or sweep folder of this user's (a shared run_root holds other users' too)."""
+    try:
+        mine = path.is_dir() and path.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+    return mine and (RunFiles(path).resolved.is_file() or SweepFiles(path).script.is_file())
+
+
+def _ran(path: Path) -> bool:
+    """Whether a job ran in `path` (it wrote logs): then a folder without a record is not a dry run's."""
+    try:
+        return any(RunFiles(path).logs.iterdir())
+    except OSError:
+        return False
+
+
+def _profile_run_roots() -> set[Path]:
+    from hpclaunch.config.loader import profile_files, read_yaml
+
+    roots = set()
+    for name, file in profile_files().items():
+        try:
+            root = read_yaml(file).get("run_root")
+            if isinstance(root, str) and root:
+                roots.add(expand(root, f"profile {name} run_root"))
+        except HpclaunchError:
+            continue  # a broken profile: `hpclaunch profiles check` says why
+    return roots
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -70,7 +99,7 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
 
     now = time.time() if now is None else now
     records = registry.all_records()
-    roots = {hpclaunch_home() / "runs"}
+    roots = {hpclaunch_home() / "runs", *_profile_run_roots()}
     roots |= {Path(r.run_dir).parent for r in records if "index" not in (r.sweep or {})}
     folders = sorted({d.resolve() for root in roots if root.is_dir() for d in root.iterdir() if _is_run_dir(d)})
     owners = {f: [r for r in records if _inside(Path(r.run_dir).resolve(), f)] for f in folders}
@@ -90,7 +119,7 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
     states = statuses(asked) if asked else {}
     out = []
     for d in found:
-        keep = None
+        keep = None if owners[d.path] or not _ran(d.path) else "no job record names it, but a job ran in it"
         for r in owners[d.path]:
             chain = retries(r)
             ids = [r.job_id, *([str(chain[-1]["to"])] if chain else [])]  # the ids statuses() asks about

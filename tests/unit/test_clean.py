@@ -111,3 +111,29 @@ def test_bad_use_is_exit_2(hpclaunch, args, words):
     result = hpclaunch("clean", *args)
     assert result.exit_code == 2, result.output
     assert words in result.stderr
+
+
+def test_an_unrecorded_folder_that_ran_is_kept(hpclaunch):
+    """A run directory with logs but no record here (e.g. recorded under another HPCLAUNCH_HOME) ran a job: kept."""
+    run = dry_run(hpclaunch)
+    (run / "logs").mkdir(exist_ok=True)
+    (run / "logs" / "rank-0.restart-0.log").write_text("step 1\n")
+    age(run, 2)
+    result = hpclaunch("clean", "--dry-runs", "--yes")
+    assert result.exit_code == 0, result.output
+    assert run.exists() and "keep (no job record names it, but a job ran in it)" in result.stdout
+
+
+def test_a_profile_run_root_is_cleaned_too(hpclaunch, tmp_path):
+    root = tmp_path / "scratch-runs"
+    profiles = tmp_path / "xdg-config" / "hpclaunch" / "cluster_profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "scratchy.yaml").write_text((Path(__file__).resolve().parents[2] / "cluster_profiles" / "local.yaml")
+                                            .read_text() + f"run_root: {root}\n")
+    result = hpclaunch("submit", "allreduce", "--profile", "scratchy", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    run = Path(json.loads(result.stdout.splitlines()[-1])["run_dir"])
+    assert run.parent == root
+    age(run, 2)
+    assert hpclaunch("clean", "--dry-runs", "--yes").exit_code == 0
+    assert not run.exists()
