@@ -245,10 +245,25 @@ def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec
 
 
 def _require_profile(profile: str | None) -> str:
-    if not profile:
+    """`profile`, else the user's default_profile (hpclaunch/userconfig.py)."""
+    if profile:
+        return profile
+    from hpclaunch import userconfig
+
+    default = userconfig.default_profile()
+    if not default:
         raise ConfigError("--profile is required (the profile= argument in Python)",
-                          hint="see `hpclaunch profiles list`")
-    return profile
+                          hint=f"see `hpclaunch profiles list`, or set `default_profile: NAME` in "
+                               f"{userconfig.config_file()}")
+    from hpclaunch.config.loader import find_profile
+    from hpclaunch.errors import NotFoundError
+
+    try:
+        find_profile(default)
+    except NotFoundError as exc:
+        raise ConfigError(f"no such profile: {default!r}", file=str(userconfig.config_file()), key="default_profile",
+                          hint=f"name one of `hpclaunch profiles list` or a profile file ({exc.message})") from None
+    return default
 
 
 def _check_after(spec: JobSpec, after: Sequence[str]) -> None:

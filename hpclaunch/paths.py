@@ -41,10 +41,15 @@ def expand(text: str, where: str) -> Path:
     return Path(os.path.abspath(path))
 
 
+def config_home() -> Path:
+    """The user's hpclaunch folder: ``$XDG_CONFIG_HOME/hpclaunch`` (default ``~/.config/hpclaunch``)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(xdg) / "hpclaunch"
+
+
 def user_roots() -> list[Path]:
     roots = [expand(p, "HPCLAUNCH_PATH") for p in os.environ.get("HPCLAUNCH_PATH", "").split(os.pathsep) if p]
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    roots.append(Path(xdg) / "hpclaunch")
+    roots.append(config_home())
     return roots
 
 

@@ -101,6 +101,11 @@ def add(record: JobRecord) -> None:
     _atomic_write(_record_path(record.job_id), _dump(record))
 
 
+def remove(job_id: str) -> None:
+    """Forget a job (`hpclaunch clean`): its record goes; nothing else is touched."""
+    _record_path(job_id).unlink(missing_ok=True)
+
+
 def parse(path: Path) -> JobRecord:
     """The record in `path`; a RegistryError saying what is wrong with it."""
     try:
@@ -173,6 +178,14 @@ def all_records(bad: list[RegistryError] | None = None) -> list[JobRecord]:
             if path.exists() and bad is not None:  # else: replaced meanwhile
                 bad.append(exc)
     return sorted(records, key=lambda r: (r.submitted_at, r.job_id))
+
+
+def newest() -> JobRecord:
+    """The job submitted last (`hpclaunch logs` without a job); a NotFoundError when none is recorded."""
+    records = [r for r in all_records() if not r.pending]
+    if not records:
+        raise HpclaunchError("no job is recorded yet", hint="`hpclaunch submit RECIPE --profile PROFILE`")
+    return records[-1]
 
 
 def _max_local_id(folder: Path) -> int:

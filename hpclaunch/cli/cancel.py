@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 
 
@@ -12,7 +13,7 @@ from hpclaunch.cli.options import echo_json, examples, json_option
     "hpclaunch cancel 12345 12346 12347_2  # several jobs, one element of a sweep",
     "hpclaunch cancel 12350  # a sweep: all its elements",
     "hpclaunch cancel 12345 --json"))
-@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
+@click.argument("jobs", nargs=-1, shell_complete=complete.job, required=True, metavar="JOB...")
 @json_option
 def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
     """Cancel each JOB (every step and the batch script); a sweep's id cancels the whole sweep.

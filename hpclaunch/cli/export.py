@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 
 
 @click.command("export", epilog=examples(
     "hpclaunch export 12345  # newest checkpoint -> RUN_DIR/export/step-<N>",
     "hpclaunch export 12345 --step 500 -o mixtral-step500"))
-@click.argument("job")
+@click.argument("job", shell_complete=complete.job)
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="the folder to write (default: RUN_DIR/export/step-<N>)")
 @click.option("--step", type=int, default=None, help="the checkpoint of this step (default: the newest)")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from hpclaunch import registry
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
 from hpclaunch.schedulers import JobStatus, get_scheduler
@@ -48,10 +49,11 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
 
 @click.command("logs", epilog=examples(
     "hpclaunch logs 12345  # every rank, every restart",
+    "hpclaunch logs -n 20  # the newest job",
     "hpclaunch logs 12345 --rank 3 -f  # follow rank 3 until the job ends",
     "hpclaunch logs 12345 -n 100 --grep loss  # the last 100 matching lines of each rank",
     "hpclaunch logs 12345 --diagnose  # the first failing rank and what to do"))
-@click.argument("job")
+@click.argument("job", required=False, shell_complete=complete.job)
 @click.option("--rank", "-r", type=int, default=None, help="only this rank")
 @click.option("--restart", type=int, default=None, help="only this restart (default: all, in order)")
 @click.option("--tail", "-n", type=int, default=None, metavar="N", help="the last N lines of each rank")
@@ -59,15 +61,21 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
 @click.option("--follow", "-f", is_flag=True, help="print new lines as they are written, until the job ends")
 @click.option("--diagnose", is_flag=True, help="the first failing rank, the first real error and what to do")
 @json_option
-def logs_cmd(job: str, rank: int | None, restart: int | None, tail: int | None, grep: str | None,
+def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int | None, grep: str | None,
              follow: bool, diagnose: bool, as_json: bool) -> None:
-    """Merged per-rank output of JOB (each line prefixed with its rank), every restart in order.
+    """Merged per-rank output of JOB (default: the newest job; each line prefixed with its rank), every restart in
+    order.
 
     With --json, one {"rank", "restart", "line"} object per line."""
     from hpclaunch.logs.read import batch_lines, merged
     from hpclaunch.runfiles import RunFiles
 
-    record = registry.get(job)
+    if job is None:
+        record = registry.newest()
+        job = record.job_id
+        click.echo(f"hpclaunch: the newest job: {job}", err=True)
+    else:
+        record = registry.get(job)
     run_dir = Path(record.run_dir)
     if diagnose:
         from hpclaunch.logs.diagnose import diagnose as run_diagnose

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from hpclaunch.cli import complete
+
 
 class WholeHelpGroup(click.Group):
     """A command group whose --help lists each command with the whole first sentence of its help."""
@@ -30,7 +32,7 @@ def examples(*lines: str) -> str:
     return "\b\nExamples:\n" + "\n".join(shown)
 
 
-profile_option = click.option("--profile", "-p", required=True, metavar="PROFILE",
+profile_option = click.option("--profile", "-p", required=True, metavar="PROFILE", shell_complete=complete.profile,
                               help="cluster profile name (see `hpclaunch profiles list`) or YAML file")
 
 JSON_HELP = "print JSON for scripts (one object per line)"

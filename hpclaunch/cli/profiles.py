@@ -8,6 +8,7 @@ import click
 import yaml
 
 from hpclaunch import cmd
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
@@ -54,7 +55,7 @@ def list_cmd(as_json: bool) -> None:
 
 @profiles.command("show", epilog=examples("hpclaunch profiles show guangzhou-a800",
                                           "hpclaunch profiles show ./my-cluster.yaml --json"))
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete.profile)
 @json_option
 def show_cmd(profile: str, as_json: bool) -> None:
     """The resolved profile as YAML (all defaults filled in)."""
@@ -68,7 +69,7 @@ def show_cmd(profile: str, as_json: bool) -> None:
 
 @profiles.command("check", epilog=examples("hpclaunch profiles check dev-slurm",
                                            "hpclaunch profiles check ./my-cluster.yaml"))
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete.profile)
 def check_cmd(profile: str) -> None:
     """Validate a profile and check what can be checked from here (scheduler commands on PATH)."""
     p = load_profile(profile)

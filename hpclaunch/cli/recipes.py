@@ -7,6 +7,7 @@ from typing import Any
 import click
 import yaml
 
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.base import read_yaml
@@ -49,8 +50,8 @@ def list_cmd(as_json: bool) -> None:
 
 @recipes.command("show", epilog=examples("hpclaunch recipes show gpt2", "hpclaunch recipes show gpt2 --preset tiny",
                                          "hpclaunch recipes show ./my_recipe --json"))
-@click.argument("recipe")
-@click.option("--preset", help="show the recipe with this preset applied")
+@click.argument("recipe", shell_complete=complete.recipe)
+@click.option("--preset", shell_complete=complete.preset, help="show the recipe with this preset applied")
 @json_option
 def show_cmd(recipe: str, preset: str | None, as_json: bool) -> None:
     """The recipe with defaults filled in (and a preset applied), as YAML."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch import provenance, registry, timeline
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
@@ -23,7 +24,7 @@ def _fmt(v: object) -> str:
 
 @click.command("report", epilog=examples("hpclaunch report 12345", "hpclaunch report 12345 --out plots/",
                                          "hpclaunch report 12350  # a sweep: one line per value"))
-@click.argument("job")
+@click.argument("job", shell_complete=complete.job)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="folder for the PNGs "
               "(default RUN_DIR/report)")
 @json_option
@@ -99,8 +100,8 @@ _SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mea
 @click.command("compare", epilog=examples("hpclaunch compare 12345 12346  # loss parity of two runs",
                                           "hpclaunch compare 12345 12346 --tolerance 1e-4  # exit 1 above it",
                                           "hpclaunch compare 12350  # a sweep's elements"))
-@click.argument("job_a")
-@click.argument("job_b", required=False)
+@click.argument("job_a", shell_complete=complete.job)
+@click.argument("job_b", required=False, shell_complete=complete.job)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="the plot's path (default RUN_DIR_A/report/compare-JOB_B.png; for a sweep SWEEP_DIR/report/)")
 @click.option("--tolerance", type=float, default=None, help="exit 1 when the max abs difference is above it")

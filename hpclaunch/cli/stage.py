@@ -16,6 +16,7 @@ from hpclaunch.assets.workflow import (
     prepare_datasets,
     stage_assets,
 )
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option, profile_option
 from hpclaunch.cli.progress import Bars
 from hpclaunch.cli.tables import human, print_table
@@ -25,9 +26,10 @@ from hpclaunch.cli.tables import human, print_table
     "hpclaunch stage-assets recipes/gpt2 --profile guangzhou-a800",
     "hpclaunch stage-assets bert_large --profile guangzhou-a800 --pack assets.tar  # to copy over",
     "hpclaunch stage-assets --model gpt2 --profile guangzhou-a800"))
-@click.argument("recipes", nargs=-1)
+@click.argument("recipes", nargs=-1, shell_complete=complete.recipe)
 @profile_option
-@click.option("--preset", help="recipe preset whose assets to stage (default: the recipe's default_preset)")
+@click.option("--preset", shell_complete=complete.preset,
+              help="recipe preset whose assets to stage (default: the recipe's default_preset)")
 @click.option(
     "--model", "models", multiple=True, metavar="REPO[@REV]", help="a hub model (config, weights, tokenizer)"
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from hpclaunch import provenance, registry, timeline
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style
 from hpclaunch.jobstate import retries, statuses, stop_reason
@@ -106,7 +107,7 @@ RECENT = 10  # `status` without a job: this many of the newest jobs
     "hpclaunch status  # the 10 newest jobs",
     "hpclaunch status --all  # every recorded job",
     "hpclaunch status 12345 --json | jq .reason_text"))
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete.job)
 @click.option("--all", "all_jobs", is_flag=True, help=f"without JOB: every recorded job, not only the {RECENT} newest")
 @json_option
 def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import JobFailed
 from hpclaunch.resolve import CliOverrides
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
     "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
     "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
-@click.argument("recipe")
-@click.option("--profile", "-p", metavar="PROFILE",
-              help="cluster profile name or YAML file (not needed when RECIPE is a resolved.yaml)")
-@click.option("--preset", help="recipe preset, e.g. tiny or full")
+@click.argument("recipe", shell_complete=complete.recipe)
+@click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
+              help="cluster profile name or YAML file (default: default_profile in ~/.config/hpclaunch/config.yaml; "
+                   "not needed when RECIPE is a resolved.yaml)")
+@click.option("--preset", shell_complete=complete.preset, help="recipe preset, e.g. tiny or full")
 @click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
 @click.option("--nodes", "-N", type=int, help="number of nodes")
 @click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node")

@@ -1,0 +1,139 @@
+"""`hpclaunch clean`: real run directories from dry runs and a real local job still running."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclaunch import registry
+from hpclaunch.errors import NotFoundError
+from hpclaunch.schedulers.local import LocalScheduler
+
+DAY = 86400
+
+
+def dry_run(hpclaunch) -> Path:
+    result = hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    return Path(json.loads(result.stdout.splitlines()[-1])["run_dir"])
+
+
+def age(path: Path, days: float) -> None:
+    """Make `path` and everything in it look unchanged for `days`."""
+    when = time.time() - days * DAY
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (when, when), follow_symlinks=False)
+
+
+def local_job(run_dir: Path, command: str) -> str:
+    """A real local job (LocalScheduler, its own process group) running `command` in `run_dir`, recorded."""
+    script = run_dir / "job.sbatch"
+    script.write_text(f"#!/bin/bash\n{command}\n")
+    job_id = LocalScheduler().submit(script, run_dir)
+    registry.add(registry.JobRecord(job_id=job_id, scheduler="local", profile="local", recipe="allreduce",
+                                    preset=None, launcher="torchrun", layout="1n2g", name="allreduce",
+                                    run_dir=str(run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S+0000")))
+    return job_id
+
+
+def test_dry_runs_are_removed_fresh_and_foreign_folders_stay(hpclaunch, hpc_home):
+    old_a, old_b, fresh = dry_run(hpclaunch), dry_run(hpclaunch), dry_run(hpclaunch)
+    age(old_a, 2)
+    age(old_b, 2)
+    foreign = hpc_home / "runs" / "my-notes"
+    foreign.mkdir()
+    age(foreign, 100)
+    result = hpclaunch("clean", "--dry-runs", "--yes")
+    assert result.exit_code == 0, result.output
+    assert not old_a.exists() and not old_b.exists()
+    assert fresh.exists()  # may be a submission still writing its record
+    assert foreign.exists()  # not a run directory
+    assert f"remove: {old_a}" in result.stdout
+
+
+def test_older_than_picks_by_age(hpclaunch):
+    old, newer = dry_run(hpclaunch), dry_run(hpclaunch)
+    age(old, 40)
+    age(newer, 2)
+    result = hpclaunch("clean", "--dry-runs", "--older-than", "30d", "--yes")
+    assert result.exit_code == 0, result.output
+    assert not old.exists() and newer.exists()
+
+
+def test_dry_run_flag_and_the_prompt_remove_nothing(hpclaunch):
+    run = dry_run(hpclaunch)
+    age(run, 2)
+    listed = hpclaunch("clean", "--dry-runs", "--dry-run")
+    assert listed.exit_code == 0 and f"would remove: {run}" in listed.stdout
+    refused = hpclaunch("clean", "--dry-runs", input="n\n")
+    assert refused.exit_code == 1
+    assert run.exists()
+
+
+def test_a_running_job_is_kept_and_an_ended_one_goes_with_its_record(hpclaunch):
+    running_dir, ended_dir, dry = dry_run(hpclaunch), dry_run(hpclaunch), dry_run(hpclaunch)
+    running = local_job(running_dir, "sleep 60")
+    ended = local_job(ended_dir, "true")
+    try:
+        deadline = time.time() + 30
+        while not LocalScheduler().status([ended])[ended].finished:
+            assert time.time() < deadline, "the local job did not end"
+            time.sleep(0.1)
+        for run in (running_dir, ended_dir, dry):
+            age(run, 40)
+        result = hpclaunch("clean", "--older-than", "30d", "--yes", "--json")
+        assert result.exit_code == 0, result.output
+        rows = {row["run_dir"]: row for row in json.loads(result.stdout)}
+        assert rows[str(running_dir)]["kept"] == f"job {running} is RUNNING"
+        assert running_dir.is_dir() and registry.get(running).run_dir == str(running_dir)
+        assert rows[str(ended_dir)]["removed"] and not ended_dir.exists()
+        with pytest.raises(NotFoundError):
+            registry.get(ended)
+        assert rows[str(dry)]["dry_run"] and not dry.exists()
+        # --dry-runs never touches a recorded job's folder, whatever its state
+        assert str(running_dir) not in hpclaunch("clean", "--dry-runs", "--dry-run").stdout
+    finally:
+        LocalScheduler().cancel(running)
+
+
+@pytest.mark.parametrize("args, words", [
+    ((), "--dry-runs, --older-than AGE, or both"),
+    (("--older-than", "a month"), "--older-than: 'a month' is not an age"),
+    (("--dry-runs", "--json"), "add --yes"),
+])
+def test_bad_use_is_exit_2(hpclaunch, args, words):
+    if "--json" in args:
+        age(dry_run(hpclaunch), 2)
+    result = hpclaunch("clean", *args)
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr
+
+
+def test_an_unrecorded_folder_that_ran_is_kept(hpclaunch):
+    """A run directory with logs but no record here (e.g. recorded under another HPCLAUNCH_HOME) ran a job: kept."""
+    run = dry_run(hpclaunch)
+    (run / "logs").mkdir(exist_ok=True)
+    (run / "logs" / "rank-0.restart-0.log").write_text("step 1\n")
+    age(run, 2)
+    result = hpclaunch("clean", "--dry-runs", "--yes")
+    assert result.exit_code == 0, result.output
+    assert run.exists() and "keep (no job record names it, but a job ran in it)" in result.stdout
+
+
+def test_a_profile_run_root_is_cleaned_too(hpclaunch, tmp_path):
+    root = tmp_path / "scratch-runs"
+    profiles = tmp_path / "xdg-config" / "hpclaunch" / "cluster_profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "scratchy.yaml").write_text((Path(__file__).resolve().parents[2] / "cluster_profiles" / "local.yaml")
+                                            .read_text() + f"run_root: {root}\n")
+    result = hpclaunch("submit", "allreduce", "--profile", "scratchy", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    run = Path(json.loads(result.stdout.splitlines()[-1])["run_dir"])
+    assert run.parent == root
+    age(run, 2)
+    assert hpclaunch("clean", "--dry-runs", "--yes").exit_code == 0
+    assert not run.exists()
