@@ -17,8 +17,8 @@ from hpclaunch.cli.status import interval_option, watch_jobs
 @interval_option
 @click.option("--once", is_flag=True, help="print one frame and exit (for scripts)")
 def watch_cmd(jobs: tuple[str, ...], interval: float, once: bool) -> None:
-    """A live table of running and recent jobs (or JOB...): state, elapsed/limit, step/max, loss, tokens/s,
-    ETA, loss sparkline.
+    """A live table of running and recent jobs (or of the JOBs named): state, elapsed/limit, step/max, loss,
+    tokens/s, ETA, loss sparkline.
 
     Refreshed every --interval seconds from one scheduler call; fits 80 columns. Not on a terminal it prints
     one plain line per job per refresh. With JOBs it ends when they have all finished; Ctrl-C quits.
