@@ -19,6 +19,7 @@ from hpclaunch.jobstate import statuses
 from hpclaunch.logs.read import tail_lines
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus
+from hpclaunch.timeline import seconds
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -45,8 +46,9 @@ class Row:
     finished: bool = False
 
     def cells(self) -> tuple[str, ...]:
+        eta = "" if self.eta_s is None else seconds(self.eta_s)
         return (self.job, self.state, self.elapsed + (f"/{self.limit}" if self.limit else ""), _step(self),
-                _num(self.loss), _rate(self.tokens_per_s), duration(self.eta_s), sparkline(self.losses))
+                _num(self.loss), _rate(self.tokens_per_s), eta, sparkline(self.losses))
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
@@ -63,18 +65,6 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
         return SPARKS[3] * len(vals)
     top = len(SPARKS) - 1
     return "".join(SPARKS[round((v - lo) / (hi - lo) * top)] for v in vals)
-
-
-def duration(seconds: float | None) -> str:
-    """42s, 3m05s, 2h04m; empty when unknown."""
-    if seconds is None:
-        return ""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def _num(v: float | None) -> str:

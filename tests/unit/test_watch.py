@@ -25,10 +25,6 @@ def test_sparkline_follows_the_values_and_fits_its_width():
     assert len(falling) == watch.SPARK_WIDTH and falling[0] == "█" and falling[-1] == "▁"
 
 
-def test_durations_in_words():
-    assert [watch.duration(s) for s in (None, 42, 185, 7440)] == ["", "42s", "3m05s", "2h04m"]
-
-
 @pytest.fixture
 def gpt2_run(hpclaunch, hpc_home) -> tuple[str, Path]:
     """A finished GPT-2 tiny job: STEPS steps, loss logged every step."""
