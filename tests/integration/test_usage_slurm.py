@@ -29,8 +29,8 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
                 "--time", "00:30:00", "--set", "train.max_steps=8", "--set", "train.log_every=1",
                 "--set", "train.save_every=0", "--follow", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    job = re.search(r"^job (\d+) ", proc.stdout, re.MULTILINE)
-    assert job, proc.stdout[-2000:]
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
+    assert job, proc.stdout[:1500] + "\n...\n" + proc.stdout[-500:]
 
     report = _cli(home, "report", job.group(1), "--json")
     assert report.returncode == 0, report.stderr
