@@ -106,7 +106,8 @@ def warnings(u: dict[str, Any]) -> list[str]:
         out.append(f"the job ran {u['time_used']:.0%} of the time it asked for ({_clock(u['elapsed_s'])} of "
                    f"{_clock(u['time_limit_s'])}): a shorter --time starts sooner in a busy queue")
     if u["cpu_efficiency"] is not None and u["cpu_efficiency"] < LOW:
-        out.append(f"the job kept its {u['cpus']} CPUs {u['cpu_efficiency']:.0%} busy: ask for fewer CPUs per "
+        cpus = "its CPU" if u["cpus"] == 1 else f"its {u['cpus']} CPUs"
+        out.append(f"the job kept {cpus} {u['cpu_efficiency']:.0%} busy: ask for fewer CPUs per "
                    "task, or give the data loader more workers")
     if u["memory_used"] is not None and u["memory_used"] < LOW:
         out.append(f"the job's peak memory was {u['memory_used']:.0%} of the memory asked per node: ask for less "
