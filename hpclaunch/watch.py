@@ -20,6 +20,7 @@ from hpclaunch.logs.read import tail_lines
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus
 from hpclaunch.timeline import seconds
+from hpclaunch.usage import clock_seconds
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,6 +30,8 @@ SPARK_WIDTH = 12  # losses in the sparkline (the newest)
 TAIL = 200  # metrics lines read from the end of the file
 RECENT = 8  # without JOB: the running jobs and the newest finished, this many rows in all
 COLUMNS = ("job", "state", "elapsed/limit", "step", "loss", "tok/s", "ETA", "loss trend")
+_MIN_WIDTH = {"job": 7, "state": 7, "elapsed/limit": 10, "step": 9, "loss": 6, "tok/s": 6, "ETA": 5,
+              "loss trend": SPARK_WIDTH}
 
 
 @dataclass
@@ -47,7 +50,8 @@ class Row:
 
     def cells(self) -> tuple[str, ...]:
         eta = "" if self.eta_s is None else seconds(self.eta_s)
-        return (self.job, self.state, self.elapsed + (f"/{self.limit}" if self.limit else ""), _step(self),
+        elapsed = _span(self.elapsed) + (f"/{_span(self.limit)}" if self.limit else "")
+        return (self.job, self.state, elapsed, _step(self),
                 _num(self.loss), _rate(self.tokens_per_s), eta, sparkline(self.losses))
 
 
@@ -77,10 +81,20 @@ def _rate(v: float | None) -> str:
     return f"{v / 1e6:.1f}M" if v >= 1e6 else f"{v / 1e3:.1f}k" if v >= 1e3 else f"{v:.0f}"
 
 
+def _span(text: str) -> str:
+    """squeue's 1-00:00:00 in words (1d00h, as the ETA); as given when it is not a duration (UNLIMITED)."""
+    s = clock_seconds(text)
+    return text if s is None else seconds(s)
+
+
+def _count(n: int) -> str:
+    return str(n) if n < 10000 else f"{n / 1000:.0f}k" if n < 10**6 else f"{n / 1e6:.1f}M"
+
+
 def _step(r: Row) -> str:
     if r.step is None:
         return ""
-    return f"{r.step}/{r.max_steps}" if r.max_steps else str(r.step)
+    return f"{_count(r.step)}/{_count(r.max_steps)}" if r.max_steps else _count(r.step)
 
 
 _MAX_STEPS = re.compile(rb"^\s+max_steps:\s*(\d+)\s*$", re.MULTILINE)
@@ -180,10 +194,11 @@ def table(rows: Sequence[Row], title: str) -> Table:
 
     from hpclaunch.cli.tables import state_style
 
-    t = Table(title=title, box=None, pad_edge=False, header_style="bold", title_justify="left")
+    t = Table(title=title, box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold", title_justify="left")
     for name in COLUMNS:
-        cut = name in ("job", "state")
-        t.add_column(name, no_wrap=True, overflow="ellipsis" if cut else "fold", max_width=12 if cut else None,
+        cut = name in ("job", "state")  # cut short (…) past 11 and 9; the others fold, the numbers never
+        t.add_column(name, no_wrap=name != "elapsed/limit", overflow="ellipsis" if cut else "fold",
+                     max_width=(11 if name == "job" else 9) if cut else None, min_width=_MIN_WIDTH.get(name),
                      justify="right" if name in ("step", "loss", "tok/s", "ETA") else "left")
     for r in rows:
         cells = list(r.cells())

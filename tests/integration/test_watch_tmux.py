@@ -44,7 +44,7 @@ def _step(pane: str, job: str) -> int | None:
     """The step shown in the job's row of the table (`step/max`)."""
     for line in pane.splitlines():
         if line.startswith(job + " "):
-            found = re.search(r"\s(\d+)/(\d+)\s", line)
+            found = re.search(r"\s(\d+)/\d+k\s", line)  # step/max (100000 reads 100k)
             return int(found.group(1)) if found else None
     return None
 

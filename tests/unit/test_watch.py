@@ -25,6 +25,21 @@ def test_sparkline_follows_the_values_and_fits_its_width():
     assert len(falling) == watch.SPARK_WIDTH and falling[0] == "█" and falling[-1] == "▁"
 
 
+def test_long_slurm_values_fit_80_columns_and_no_number_is_cut():
+    from rich.console import Console
+
+    rows = [watch.Row("12345678_12", "PENDING (ReqNodeNotAvail)", "1-01:02:03", "2-00:00:00", 123456, 1000000,
+                      12.3456, 1.23e6, 400000, tuple(range(50, 0, -1))),
+            watch.Row("4242", "RUNNING", "23:02:03", "1-00:00:00", 1200, 5000, 2.5, 40000, 3600, (3, 2, 1))]
+    console = Console(width=80, force_terminal=True, no_color=True, record=True)
+    console.print(watch.table(rows, "hpclaunch watch"))
+    lines = console.export_text().splitlines()
+    assert len(lines) == 4 and max(len(x) for x in lines) <= 80, lines  # one line per job, nothing wraps
+    assert lines[2].split()[:2] == ["12345678_12", "PENDING"]
+    assert lines[2].split()[-6:] == ["1d01h/2d00h", "123k/1.0M", "12.35", "1.2M", "4d15h", "█▇▇▆▅▅▄▄▃▂▂▁"]
+    assert lines[3].split() == ["4242", "RUNNING", "23h02m/1d00h", "1200/5000", "2.5", "40.0k", "1h00m", "█▅▁"]
+
+
 @pytest.fixture
 def gpt2_run(hpclaunch, hpc_home) -> tuple[str, Path]:
     """A finished GPT-2 tiny job: STEPS steps, loss logged every step."""
@@ -52,7 +67,7 @@ def test_watch_frame_of_a_real_run(hpclaunch, gpt2_run, monkeypatch):
     piped = hpclaunch("watch", job, "--once")
     assert piped.exit_code == 0, piped.output
     (line,) = piped.stdout.splitlines()
-    assert re.fullmatch(rf"\d\d:\d\d:\d\d {job} COMPLETED elapsed \d+:\d\d step {STEPS}/{STEPS} "
+    assert re.fullmatch(rf"\d\d:\d\d:\d\d {job} COMPLETED elapsed [\d.]+s step {STEPS}/{STEPS} "
                         rf"loss {losses[-1]:.4g} tok/s [\d.]+k?", line), line
 
     # the library's row: the whole loss tail, no ETA for a finished job; the ETA at the run's own pace
@@ -71,7 +86,7 @@ def test_watch_frame_of_a_real_run(hpclaunch, gpt2_run, monkeypatch):
     assert max(len(x) for x in lines) <= 80, shown
     assert lines[0].startswith("hpclaunch watch") and lines[1].split()[:3] == ["job", "state", "elapsed/limit"]
     cells = next(x for x in lines if x.startswith(job)).split()
-    assert cells[1] == "COMPLETED" and re.fullmatch(r"\d+:\d\d", cells[2]), shown  # local jobs: no time limit
+    assert cells[1] == "COMPLETED" and re.fullmatch(r"[\d.]+s", cells[2]), shown  # local jobs: no time limit
     assert cells[3:5] == [f"{STEPS}/{STEPS}", f"{losses[-1]:.4g}"], shown
     assert cells[-1] == watch.sparkline(losses) and len(cells[-1]) == STEPS
 
