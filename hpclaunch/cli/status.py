@@ -99,12 +99,18 @@ def _elapsed(s: JobStatus) -> str:
     return s.elapsed + (f" / {s.time_limit}" if s.time_limit else "")
 
 
+NO_JOBS = "no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)"
+
+
 def watch_jobs(jobs: tuple[str, ...], interval: float, once: bool) -> None:
     """Run the live view until Ctrl-C (exit 0, quietly) or until every named job has finished."""
     from hpclaunch import watch
 
     if interval <= 0:
         raise ConfigError(f"--interval {interval:g}: must be more than 0 seconds (e.g. --interval 5)")
+    if not jobs and not listed_records():
+        click.echo(NO_JOBS, err=True)
+        return
     terminal = not surely_not_a_terminal()
     if terminal:
         from rich.console import Console
@@ -144,7 +150,7 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
                        err=True)
             groups = groups[-RECENT:]
     if not groups and not as_json:
-        click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
+        click.echo(NO_JOBS, err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
         data = [_as_dict(r, found[r.job_id], found, elements) for r, elements in groups]

@@ -92,6 +92,11 @@ def test_watch_frame_of_a_real_run(hpclaunch, gpt2_run, monkeypatch):
 
 
 
+def test_without_jobs_it_says_so(hpclaunch):
+    result = hpclaunch("watch", "--once")
+    assert result.exit_code == 0 and result.stdout == "" and "no jobs recorded yet" in result.stderr
+
+
 def test_a_bad_interval_is_a_clear_error(hpclaunch):
     for args in (("watch", "--interval", "0"), ("jobs", "--watch", "--interval", "-1")):
         result = hpclaunch(*args)
