@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import provenance, registry, timeline
+from hpclaunch import provenance, registry, timeline, usage
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.tables import human
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
 
@@ -45,16 +46,28 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     if restarts:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
+    used = _usage(record)
     text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
-                      *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts)])
+                      *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
+                      f"usage ({used['source']}): {usage.describe(used, human)}",
+                      *(f"warning: {w}" for w in used["warnings"]),
+                      *(f"note: {n}" for n in [used.get("note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        echo_json({**info, "timeline": restarts, "plots": [str(p) for p in paths],
+        echo_json({**info, "timeline": restarts, "usage": used, "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)
     for p in [*paths, out / "summary.txt"]:
         click.echo(f"wrote {p}")
+
+
+def _usage(record: registry.JobRecord) -> dict:
+    """Elapsed vs requested time, CPU efficiency and peak memory (sacct when accounting is on)."""
+    from hpclaunch.jobstate import statuses
+    from hpclaunch.schedulers import get_scheduler
+
+    return get_scheduler(record.scheduler).usage(record.job_id) or usage.from_status(statuses([record])[record.job_id])
 
 
 def _elements(record: registry.JobRecord) -> list[tuple[str, str, Metrics]]:

@@ -12,7 +12,8 @@ import click
 from hpclaunch import provenance, registry, timeline
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
-from hpclaunch.cli.tables import print_table, state_style
+from hpclaunch.cli.tables import print_table, state_style, surely_not_a_terminal
+from hpclaunch.errors import ConfigError
 from hpclaunch.jobstate import retries, statuses, stop_reason
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.runfiles import RunFiles
@@ -99,6 +100,33 @@ def _elapsed(s: JobStatus) -> str:
     return s.elapsed + (f" / {s.time_limit}" if s.time_limit else "")
 
 
+NO_JOBS = "no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)"
+
+
+def watch_jobs(jobs: tuple[str, ...], interval: float, once: bool) -> None:
+    """Run the live view until Ctrl-C (exit 0, quietly) or until every named job has finished."""
+    from hpclaunch import watch
+
+    if interval <= 0:
+        raise ConfigError(f"--interval {interval:g}: must be more than 0 seconds (e.g. --interval 5)")
+    if not jobs and not listed_records():
+        click.echo(NO_JOBS, err=True)
+        return
+    terminal = not surely_not_a_terminal()
+    if terminal:
+        from rich.console import Console
+
+        terminal = Console().is_terminal
+    try:
+        watch.run(listed_records, jobs, interval=interval, once=once, terminal=terminal, echo=click.echo)
+    except KeyboardInterrupt:
+        return
+
+
+interval_option = click.option("--interval", "-i", default=5.0, show_default=True, metavar="SECONDS",
+                               help="seconds between refreshes (one scheduler call each)")
+
+
 RECENT = 10  # `status` without a job: this many of the newest jobs
 
 
@@ -123,7 +151,7 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
                        err=True)
             groups = groups[-RECENT:]
     if not groups and not as_json:
-        click.echo("no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)", err=True)
+        click.echo(NO_JOBS, err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
     if as_json:
         data = [_as_dict(r, found[r.job_id], found, elements) for r, elements in groups]
@@ -231,15 +259,21 @@ def _when(stamp: str) -> str:
 @click.command("jobs", epilog=examples(
     "hpclaunch jobs",
     "hpclaunch jobs -n 5  # the 5 newest",
+    "hpclaunch jobs --watch  # live, every 5 s (= hpclaunch watch)",
     "hpclaunch jobs --json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'"))
 @click.option("--limit", "-n", default=20, show_default=True, metavar="N", help="the N newest jobs (0: all)")
+@click.option("--watch", "live", is_flag=True, help="a live view, refreshed every --interval s (`hpclaunch watch`)")
+@interval_option
 @json_option
-def jobs_cmd(limit: int, as_json: bool) -> None:
+def jobs_cmd(limit: int, live: bool, interval: float, as_json: bool) -> None:
     """Recent jobs, one line each: id, name, recipe, state, elapsed, last loss, when submitted.
 
     On a terminal the table fits the window (80 columns and up), states in colour; piped, it is tab-separated
     text with every column (job, recipe, profile, layout, state, elapsed, last loss, submitted, name).
     """
+    if live:
+        watch_jobs((), interval, once=False)
+        return
     groups = grouped(listed_records())
     groups = groups[-limit:] if limit > 0 else groups
     found = statuses([r for top, elements in groups for r in (top, *elements)])

@@ -18,7 +18,7 @@ def human(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def _surely_not_a_terminal() -> bool:
+def surely_not_a_terminal() -> bool:
     """True where rich's Console().is_terminal would be False (output piped or redirected, neither
     TTY_COMPATIBLE nor FORCE_COLOR set), decided without importing rich."""
     if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
@@ -54,7 +54,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
     table of the `terminal` columns (default: all) that fits the width: the `shrink` columns are cut short
     (…), the others never wrap; `styles`: column -> the style of a cell from its text; `short`: column -> a
     shorter text of a cell for the terminal."""
-    if _surely_not_a_terminal():
+    if surely_not_a_terminal():
         _plain(headers, rows)  # rich only for a terminal: piped output needs no import of it
         return
     from rich.console import Console

@@ -109,6 +109,11 @@ class Scheduler(ABC):
     def cancel(self, job_id: str) -> None:
         """Stop the job."""
 
+    def usage(self, job_id: str) -> dict[str, Any] | None:
+        """What the job used of what it asked for, from the scheduler's accounting (hpclaunch.usage); None
+        when this scheduler keeps none."""
+        return None
+
     def find_job(self, run_dir: Path) -> str | None:
         """The id of the job queued from `run_dir` (for a submit killed before it recorded the id), None
         when none was; raise HpclaunchError when this scheduler cannot tell."""

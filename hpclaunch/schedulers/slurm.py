@@ -153,6 +153,13 @@ class SlurmScheduler(Scheduler):
             return {}  # accounting disabled: fall back to scontrol
         return slurm_output.select(slurm_output.parse_sacct_text(proc.stdout), ids, "sacct")
 
+    def usage(self, job_id: str) -> dict[str, Any] | None:
+        """From sacct (the allocation and its steps); None with accounting disabled."""
+        from hpclaunch import usage
+
+        proc = cmd.run(["sacct", "--parsable2", f"--format={usage.SACCT_FIELDS}", f"--jobs={job_id}"], check=False)
+        return usage.from_sacct(proc.stdout, job_id) if proc.returncode == 0 else None
+
     def _scontrol(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         """One `scontrol show job` call: for one id that job, for several every job slurmctld still knows
         (so many finished jobs cost one call, with accounting disabled too)."""

@@ -1,0 +1,134 @@
+"""How well a job used what it asked for (`report`'s usage section): elapsed vs requested time, CPU
+efficiency (TotalCPU / (elapsed x allocated CPUs)) and peak memory (the largest MaxRSS of any step, i.e. of
+one task: one per node under torchrun/deepspeed/msrun) against the memory asked per node, from `sacct` when
+Slurm accounting is on (like reportseff); otherwise elapsed vs limit from the scheduler's status alone. A
+warning in words for each resource a finished job used less than half of. Standard library only."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.schedulers.base import clock
+
+if TYPE_CHECKING:
+    from hpclaunch.schedulers.base import JobStatus
+
+SACCT_FIELDS = "JobID,State,ElapsedRaw,TimelimitRaw,TotalCPU,AllocCPUS,MaxRSS,ReqMem,NNodes"
+LOW = 0.5  # below this share of what was asked: a warning
+
+_CLOCK = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$")
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+def clock_seconds(text: str | None) -> float | None:
+    """Slurm's durations ("1-02:03:04", "1:02:03", "03:04.567", "0:07") in seconds; None for anything else
+    (UNLIMITED, empty)."""
+    m = _CLOCK.match((text or "").strip())
+    if not m:
+        return None
+    days, hours, minutes = (int(g) if g else 0 for g in m.group(1, 2, 3))
+    return days * 86400 + hours * 3600 + minutes * 60 + float(m.group(4))
+
+
+def size_bytes(text: str | None, cpus: int = 1, nodes: int = 1, bare: str = "") -> int | None:
+    """Slurm's sizes ("12292K", "4000M", "1.5G"; a number without a unit in `bare` units; ReqMem's per-node
+    "n" and per-CPU "c" of older Slurm: as the job's total) in bytes; None when empty."""
+    m = _SIZE.match((text or "").strip())
+    if not m:
+        return None
+    number, unit, per = m.groups()
+    return int(float(number) * _UNITS[unit or bare] * {"n": nodes, "c": cpus}.get(per, 1))
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.strip().isdigit() else None
+
+
+def from_sacct(text: str, job_id: str) -> dict[str, Any] | None:
+    """The usage of `job_id` from `sacct --parsable2 --format=SACCT_FIELDS` (its allocation line and its
+    steps'); None when sacct has no line for it."""
+    lines = [line.split("|") for line in text.strip().splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    head = lines[0]
+    rows = [dict(zip(head, line, strict=False)) for line in lines[1:]]
+    alloc = next((r for r in rows if r.get("JobID") == job_id), None)
+    if alloc is None:
+        return None
+    steps = [r for r in rows if r.get("JobID", "").startswith(job_id + ".")]
+    cpus, nodes = _int(alloc.get("AllocCPUS")) or 1, _int(alloc.get("NNodes")) or 1
+    limit_min = _int(alloc.get("TimelimitRaw"))
+    rss = [b for b in (size_bytes(r.get("MaxRSS")) for r in steps) if b is not None]
+    req = size_bytes(alloc.get("ReqMem"), cpus, nodes, bare="M")
+    return summarize(state=alloc.get("State", "").split(" ")[0], source="sacct",
+                     elapsed_s=_int(alloc.get("ElapsedRaw")), limit_s=limit_min * 60 if limit_min else None,
+                     cpu_s=clock_seconds(alloc.get("TotalCPU")), cpus=cpus, nodes=nodes,
+                     max_rss_bytes=max(rss) if rss else None,
+                     req_mem_per_node_bytes=req // nodes if req else None)
+
+
+def from_status(s: JobStatus) -> dict[str, Any]:
+    """Elapsed vs limit only, from the scheduler's status (no accounting, or the local scheduler)."""
+    return summarize(state=s.state, source=s.source or "status", elapsed_s=clock_seconds(s.elapsed),
+                     limit_s=clock_seconds(s.time_limit))
+
+
+def _share(used: float | None, asked: float | None) -> float | None:
+    return round(used / asked, 4) if used is not None and asked else None
+
+
+def summarize(*, state: str, source: str, elapsed_s: float | None, limit_s: float | None,
+              cpu_s: float | None = None, cpus: int | None = None, nodes: int | None = None,
+              max_rss_bytes: int | None = None, req_mem_per_node_bytes: int | None = None) -> dict[str, Any]:
+    """The usage record of `report --json` (key `usage`), warnings included."""
+    out: dict[str, Any] = {
+        "source": source, "state": state, "elapsed_s": elapsed_s, "time_limit_s": limit_s,
+        "time_used": _share(elapsed_s, limit_s), "cpu_s": cpu_s, "cpus": cpus, "nodes": nodes,
+        "cpu_efficiency": _share(cpu_s, elapsed_s * cpus if elapsed_s and cpus else None),
+        "max_rss_bytes": max_rss_bytes, "req_mem_per_node_bytes": req_mem_per_node_bytes,
+        "memory_used": _share(max_rss_bytes, req_mem_per_node_bytes)}
+    out["warnings"] = warnings(out)
+    if source == "local":
+        out["note"] = "the local scheduler keeps no CPU or memory accounting; only the time is known"
+    elif source != "sacct":
+        out["note"] = "CPU efficiency and peak memory need Slurm accounting (sacct); only the time is known here"
+    return out
+
+
+def warnings(u: dict[str, Any]) -> list[str]:
+    """What a finished job used less than half of, in words, with what to ask for next time."""
+    if u["state"] in ("RUNNING", "PENDING", "COMPLETING", "SUSPENDED", "SUBMITTING", "UNKNOWN", ""):
+        return []
+    out = []
+    if u["time_used"] is not None and u["time_used"] < LOW:
+        out.append(f"the job ran {u['time_used']:.0%} of the time it asked for ({_clock(u['elapsed_s'])} of "
+                   f"{_clock(u['time_limit_s'])}): a shorter --time starts sooner in a busy queue")
+    if u["cpu_efficiency"] is not None and u["cpu_efficiency"] < LOW:
+        cpus = "its CPU" if u["cpus"] == 1 else f"its {u['cpus']} CPUs"
+        out.append(f"the job kept {cpus} {u['cpu_efficiency']:.0%} busy: ask for fewer CPUs per "
+                   "task, or give the data loader more workers")
+    if u["memory_used"] is not None and u["memory_used"] < LOW:
+        out.append(f"the job's peak memory was {u['memory_used']:.0%} of the memory asked per node: ask for less "
+                   "(--sbatch mem=...) and it fits on more nodes")
+    return out
+
+
+def _clock(s: float | None) -> str:
+    return clock(s) or "?"
+
+
+def describe(u: dict[str, Any], size: Any = None) -> str:
+    """One line: "elapsed 0:35 of 10:00 (6%), CPU efficiency 11% of 1 CPU, peak memory 596 MiB of 3.9 GiB per
+    node (15%)"; `size` turns bytes into words (default: MiB)."""
+    size = size or (lambda n: f"{n / 1024**2:.0f} MiB")
+    parts = [f"elapsed {_clock(u['elapsed_s'])}" + (f" of {_clock(u['time_limit_s'])} ({u['time_used']:.0%})"
+                                                    if u["time_used"] is not None else "")]
+    if u["cpu_efficiency"] is not None:
+        parts.append(f"CPU efficiency {u['cpu_efficiency']:.0%} of {u['cpus']} CPU{'s' if u['cpus'] != 1 else ''}")
+    if u["max_rss_bytes"] is not None:
+        asked = u["req_mem_per_node_bytes"]
+        parts.append(f"peak memory {size(u['max_rss_bytes'])}"
+                     + (f" of {size(asked)} per node ({u['memory_used']:.0%})" if asked else ""))
+    return ", ".join(parts)

@@ -1,0 +1,50 @@
+"""On the dev Slurm cluster (accounting on): `report --json` has the job's usage from sacct (elapsed vs the
+requested time, CPU efficiency, peak memory vs the memory asked per node) and warns in words about what a tiny
+job left unused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HPCLAUNCH_HOME": str(home), "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
+    home = tmp_path / "home"
+    proc = _cli(home, "submit", str(REPO / "recipes" / "gpt2"), "--profile", "dev-slurm", "--preset", "tiny",
+                "--time", "00:30:00", "--set", "train.max_steps=8", "--set", "train.log_every=1",
+                "--set", "train.save_every=0", "--follow", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
+    assert job, proc.stdout[:1500] + "\n...\n" + proc.stdout[-500:]
+
+    report = _cli(home, "report", job.group(1), "--json")
+    assert report.returncode == 0, report.stderr
+    used = json.loads(report.stdout)["usage"]
+    sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw",
+                            f"--jobs={job.group(1)}"], capture_output=True, text=True, check=True).stdout
+    elapsed, limit = map(int, sacct.split()[0].split("|"))
+    assert used["source"] == "sacct" and used["state"] == "COMPLETED"
+    assert used["elapsed_s"] == elapsed and used["time_limit_s"] == limit * 60 == 1800
+    assert 0 < used["cpu_efficiency"] <= 1.05 and used["cpu_s"] > 0
+    assert used["max_rss_bytes"] > 50 * 2**20 and used["req_mem_per_node_bytes"] > used["max_rss_bytes"]
+    assert any(w.startswith("the job ran ") and "of the time it asked for" in w for w in used["warnings"]), used
+
+    text = _cli(home, "report", job.group(1)).stdout
+    assert re.search(r"^usage \(sacct\): elapsed \d+:\d\d of 30:00 \(\d+%\), CPU efficiency \d+% of \d+ CPUs?, "
+                     r"peak memory [\d.]+ MiB of [\d.]+ GiB per node \(\d+%\)$", text, re.M), text
+    assert "warning: the job ran " in text

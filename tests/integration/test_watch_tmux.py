@@ -1,0 +1,89 @@
+"""`hpclaunch watch` as a person sees it: in a tmux pane 80 columns wide, against a running GPT-2 tiny job
+on the local scheduler (2 CPU ranks). Two captures of the pane a few refreshes apart show the job's step
+advancing; Ctrl-C ends the view with exit status 0 and no traceback, the job still running."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.runfiles import RunFiles
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from hpclaunch.cli.main import cli; cli()"]
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+
+def _wait(what: str, check, timeout: float = 120.0):  # noqa: ANN001, ANN202
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _step(pane: str, job: str) -> int | None:
+    """The step shown in the job's row of the table (`step/max`)."""
+    for line in pane.splitlines():
+        if line.startswith(job + " "):
+            found = re.search(r"\s(\d+)/\d+k\s", line)  # step/max (100000 reads 100k)
+            return int(found.group(1)) if found else None
+    return None
+
+
+def test_watch_in_tmux_shows_the_running_jobs_step_advancing(hpc_home, tmp_path):
+    sub = _cli("submit", str(REPO / "recipes" / "gpt2"), "--preset", "tiny", "--profile", "local",
+               "--set", "train.max_steps=100000", "--set", "train.log_every=1", "--set", "train.save_every=0",
+               "--set", "train.eval_every=0", "--json")
+    assert sub.returncode == 0, sub.stderr
+    job, run_dir = json.loads(sub.stdout)["job_id"], Path(json.loads(sub.stdout)["run_dir"])
+    socket = f"hpclaunch-watch-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    try:
+        _wait("the job's first metrics", lambda: RunFiles(run_dir).metrics_file(0).is_file())
+        env = f"env PYTHONPATH={shlex.quote(str(REPO))} HPCLAUNCH_HOME={shlex.quote(str(hpc_home))} TERM=xterm"
+        cmd = f"{env} {shlex.join(CLI)} watch {job} --interval 1; echo watch-exit=$?"
+        subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "20", "-s", "w", "bash --norc"],
+                       check=True, cwd=REPO)
+        subprocess.run([*tmux, "send-keys", "-t", "w", cmd, "Enter"], check=True)
+
+        def capture() -> str:
+            return subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
+                                  check=True).stdout
+
+        first = _wait("the job's row with a step", lambda: _step(capture(), job) is not None and capture())
+        assert "RUNNING" in first and "hpclaunch watch" in first, first
+        assert max(len(line) for line in first.splitlines()) <= 80, first
+        time.sleep(4)
+        second = capture()
+        assert _step(second, job) > _step(first, job), f"{first}\n---\n{second}"  # type: ignore[operator]
+
+        subprocess.run([*tmux, "send-keys", "-t", "w", "C-c"], check=True)
+        exited = re.compile(r"^watch-exit=(\d+)$", re.M)  # the echo's output, not the typed command line
+        after = _wait("watch to exit", lambda: (pane := capture()) and exited.search(pane) and pane)
+        code = exited.search(after)
+        assert code and code.group(1) == "0", after
+        assert "Traceback" not in after and "KeyboardInterrupt" not in after, after
+        status = json.loads(_cli("status", job, "--json").stdout)
+        assert status["state"] == "RUNNING"  # the view quits, the job goes on
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        _cli("cancel", job)

@@ -1,0 +1,49 @@
+"""hpclaunch.usage: efficiency from sacct's parsable output (a real answer of the dev cluster's sacct), from
+the status alone without accounting, and the warnings in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpclaunch import usage
+from hpclaunch.schedulers import JobStatus
+
+# `sacct --parsable2 --format=usage.SACCT_FIELDS --jobs=189_0` on the dev cluster (GPT-2 tiny, one node)
+SACCT = """JobID|State|ElapsedRaw|TimelimitRaw|TotalCPU|AllocCPUS|MaxRSS|ReqMem|NNodes
+189_0|COMPLETED|45|20|00:07.896|1||4000M|1
+189_0.batch|COMPLETED|45||00:00.277|1|12124K||1
+189_0.0|COMPLETED|35||00:07.618|1|610072K||1
+"""
+
+
+def test_usage_from_sacct():
+    u = usage.from_sacct(SACCT, "189_0")
+    assert u is not None
+    assert (u["elapsed_s"], u["time_limit_s"], u["cpu_s"], u["cpus"]) == (45, 1200, pytest.approx(7.896), 1)
+    assert u["time_used"] == pytest.approx(45 / 1200, abs=1e-4)
+    assert u["cpu_efficiency"] == pytest.approx(7.896 / 45, abs=1e-4)
+    assert u["max_rss_bytes"] == 610072 * 1024 and u["req_mem_per_node_bytes"] == 4000 * 2**20
+    assert [w.split(" ", 3)[:3] for w in u["warnings"]] == [["the", "job", "ran"], ["the", "job", "kept"],
+                                                           ["the", "job's", "peak"]]
+    assert "(0:45 of 20:00)" in u["warnings"][0]
+    assert usage.describe(u) == ("elapsed 0:45 of 20:00 (4%), CPU efficiency 18% of 1 CPU, "
+                                 "peak memory 596 MiB of 4000 MiB per node (15%)")
+    assert usage.from_sacct(SACCT, "190") is None and usage.from_sacct("", "189_0") is None
+
+
+def test_slurm_sizes_and_durations():
+    assert usage.size_bytes("4000Mn", nodes=2) == 8000 * 2**20 and usage.size_bytes("2000Mc", cpus=4) == 8000 * 2**20
+    assert usage.size_bytes("1.5G") == int(1.5 * 2**30) and usage.size_bytes("") is None
+    assert usage.size_bytes("4000", bare="M") == 4000 * 2**20
+    assert [usage.clock_seconds(t) for t in ("1-02:03:04", "1:02:03", "03:04.5", "UNLIMITED")] == [
+        93784, 3723, 184.5, None]
+
+
+def test_without_accounting_only_the_time_and_no_warning_while_running():
+    done = usage.from_status(JobStatus("7", "COMPLETED", elapsed="4:00", time_limit="1:00:00", source="scontrol"))
+    assert done["time_used"] == pytest.approx(240 / 3600, abs=1e-4) and done["cpu_efficiency"] is None
+    assert len(done["warnings"]) == 1 and "sacct" in done["note"]
+    running = usage.from_status(JobStatus("7", "RUNNING", elapsed="4:00", time_limit="1:00:00", source="squeue"))
+    assert running["warnings"] == []
+    well_used = usage.from_status(JobStatus("7", "COMPLETED", elapsed="50:00", time_limit="1:00:00"))
+    assert well_used["warnings"] == []
