@@ -219,12 +219,29 @@ def _layout(cli: CliOverrides, recipe: Recipe, profile: Profile) -> Layout:
     return Layout(nodes, gpus)
 
 
+def _implemented(recipe: Recipe) -> None:
+    """Refuse a parallelism the recipe's script does not implement (it would train data parallel instead,
+    or stop inside the job after the queue wait)."""
+    par = recipe.parallel
+    assert par is not None
+    asked = {"model": par.model_parallel, "pipeline": par.pipeline_stage}
+    missing = [f"{name}_{'parallel' if name == 'model' else 'stage'}({n})" for name, n in asked.items()
+               if n > 1 and name not in par.implemented]
+    if missing:
+        raise ConfigError(
+            f"recipe {recipe.name}: {' and '.join(missing)} asked, but its script implements "
+            f"{', '.join(par.implemented)} parallelism only (parallel.implemented)", key="parallel",
+            hint="set parallel.model_parallel=1 and parallel.pipeline_stage=1 (data parallel over every device), "
+                 "or use a script that implements them and list them in parallel.implemented")
+
+
 def _batch(recipe: Recipe, world_size: int) -> tuple[int, int, int]:
     """(data_parallel, grad_accum, global_batch) with global = micro x accum x data-parallel, checked."""
     dp = world_size
     if recipe.parallel is not None:
         model_config = recipe.model.config if recipe.model else None
         dp = data_parallel_degree(recipe.parallel, world_size, model_config)
+        _implemented(recipe)
     t = recipe.train
     mb = t.micro_batch_size
     if t.global_batch_size is None:

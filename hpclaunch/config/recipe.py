@@ -101,6 +101,9 @@ class ParallelSpec(StrictModel):
     optimizer_shard: bool = False
     recompute: bool = False
     vocab_emb_dp: bool = True
+    implemented: tuple[Literal["data", "model", "pipeline"], ...] = Field(
+        ("data",), description="what the recipe's script implements; model_parallel or pipeline_stage above 1 "
+                               "is refused before queueing unless listed here")
 
 
 class MsrunSpec(StrictModel):

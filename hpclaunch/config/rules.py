@@ -157,6 +157,19 @@ def launcher_sections(r: Any) -> None:
     if r.parallel is not None and r.launcher != "msrun":
         raise ValueError(f"a parallel section (MindSpore's data/model/pipeline parallel) needs launcher: msrun; "
                          f"{r.launcher} runs plain data parallelism and would ignore it: remove the section")
+    if r.launcher == "deepspeed" and r.train.compile:
+        raise ValueError("train.compile: torch.compile is applied by the torch engine (launcher torchrun); DeepSpeed "
+                         "runs the model eager and would ignore it: set train.compile=false with launcher deepspeed")
+    if r.deepspeed is not None:
+        ignored = sorted(set(r.deepspeed.config) & DS_CLIENT_KEYS)
+        if ignored:
+            raise ValueError(f"deepspeed.config: {', '.join(ignored)}: the recipes pass DeepSpeed their own AdamW "
+                             "and learning-rate schedule, which take precedence, so these keys would be ignored; "
+                             "set train.lr, train.weight_decay, train.adam_betas, train.warmup_steps instead")
+
+
+# ds_config keys a client optimizer / scheduler overrides (deepspeed.initialize(optimizer=, lr_scheduler=))
+DS_CLIENT_KEYS = frozenset({"optimizer", "scheduler"})
 
 
 # --- behaviour (methods and properties), mixed into the pydantic models and the light records ------

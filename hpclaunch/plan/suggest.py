@@ -51,6 +51,8 @@ def _zero(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
     first = s.zero_stage + 1 if s.engine == "deepspeed" else 1
     for stage in range(first, 4):
         words = (*_set("launcher", "deepspeed"),) if s.engine == "ddp" else ()
+        if s.compiled:  # torch.compile is the torch engine's (refused with launcher deepspeed)
+            words = (*words, *_set("train.compile", False))
         # torch.compile is the torch engine's: DeepSpeed runs the model eager
         yield (*words, *_set("deepspeed.zero_stage", stage)), replace(s, engine="deepspeed", zero_stage=stage,
                                                                       compiled=False)

@@ -56,8 +56,18 @@ def test_parallel_config_is_refused_before_queueing(hpclaunch, hpc_home, args, e
     assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
 
 
+def test_a_parallelism_the_script_lacks_is_refused_before_queueing(hpclaunch, hpc_home):
+    """The 70b preset's layout adds up, but the bundled script trains data parallel only: refused up front
+    rather than queueing 8 nodes to stop inside the job."""
+    err = _submit_error(hpclaunch, "--profile", "ascend-910", "--preset", "70b", "--layout", "8n8g")
+    assert "model_parallel(8) and pipeline_stage(4) asked, but its script implements data parallelism only" in err
+    assert "hint:" in err
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+
+
 def test_good_parallel_configs_resolve(hpc_home):
-    spec = resolve(RECIPE, "ascend-910", CliOverrides(preset="70b", layout="8n8g"))
+    declared = ("parallel.implemented=[data,model,pipeline]",)  # a script that implements them (MindFormers')
+    spec = resolve(RECIPE, "ascend-910", CliOverrides(preset="70b", layout="8n8g", sets=declared))
     assert (spec.data_parallel, spec.world_size) == (2, 64)
     spec = resolve(RECIPE, "ascend-910", CliOverrides(layout="2n8g"))
     assert spec.preset == "7b" and spec.data_parallel == 16
