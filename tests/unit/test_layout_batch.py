@@ -92,7 +92,7 @@ def test_model_and_pipeline_parallel_shrink_data_parallel(write_profile, write_r
         write_recipe,
         "2n4g",
         {"micro_batch_size": 1, "grad_accum": 2},
-        {"model_parallel": 2, "pipeline_stage": 2, "micro_batch_num": 2},
+        {"model_parallel": 2, "pipeline_stage": 2, "micro_batch_num": 2, "implemented": ["data", "model", "pipeline"]},
     )
     assert (spec.data_parallel, spec.global_batch_size) == (2, 4)
 
