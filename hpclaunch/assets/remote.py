@@ -25,8 +25,9 @@ def stage_via_slurm(requests: Sequence[AssetRequest], store: Path, endpoints: Se
                     partition: str, folder: Path, workers: int, verify: bool, timeout: float,
                     time_min: int = 60, on_submit=None) -> tuple[list[StageResult], list[str], str]:
     """Run `stage_all` as a Slurm job on `partition` and wait for it; submitit keeps its files in `folder`."""
-    import submitit
+    from hpclaunch.extras import need
 
+    submitit = need("submitit")
     executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     executor.update_parameters(name="hpclaunch-stage", slurm_partition=partition, timeout_min=time_min,
                                nodes=1, tasks_per_node=1, cpus_per_task=1)

@@ -12,12 +12,10 @@ PLOTS = (("loss", "loss"), ("lr", "learning rate"), ("tokens_per_s", "tokens/s")
 
 
 def _pyplot():
-    import matplotlib
+    from hpclaunch.extras import need
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    need("matplotlib").use("Agg")
+    return need("matplotlib.pyplot")
 
 
 def plot_run(m: Metrics, out_dir: Path, title: str) -> list[Path]:

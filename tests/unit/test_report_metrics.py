@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,14 @@ def test_report_without_metrics_is_a_user_error(home: Path) -> None:
     _record("local-1", home / "run")
     res = CliRunner().invoke(cli, ["report", "local-1"])
     assert res.exit_code == 2 and "metrics" in res.output and "Traceback" not in res.output
+
+
+def test_report_on_a_core_install_without_matplotlib_names_the_extra(home: Path, monkeypatch) -> None:
+    """A login node with `pip install hpclaunch` only: a clear error and the extra to install, no traceback."""
+    write_metrics(home / "run", [4.0, 3.0])
+    _record("local-1", home / "run")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what Python does for a module that is not there
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    res = CliRunner().invoke(cli, ["report", "local-1"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "pip install 'hpclaunch[report]'" in res.stderr and "matplotlib" in res.stderr
