@@ -40,5 +40,26 @@ def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str
         click.echo(f"  load it with from_pretrained({str(done.folder)!r})")
 
 
+@click.command("export-run", epilog=examples(
+    "hpclaunch export-run 12345                 # ./RUN.hpclaunch-run.tar.gz",
+    "hpclaunch compare 12345 other-cluster.hpclaunch-run.tar.gz   # on the other cluster"))
+@click.argument("job", shell_complete=complete.job)
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="the archive file, or a folder to put RUN.hpclaunch-run.tar.gz in")
+@json_option
+def export_run_cmd(job: str, out: Path, as_json: bool) -> None:
+    """Pack JOB's metrics, resolved config, provenance and timeline (no checkpoints) into a small archive that
+    `hpclaunch compare` takes on another cluster, for a cross-cluster comparison (docs/recipes.md)."""
+    from hpclaunch.runarchive import export_run
+
+    path = export_run(Path(registry.get(job).run_dir), out)
+    if as_json:
+        echo_json({"job_id": job, "archive": str(path), "bytes": path.stat().st_size})
+    else:
+        click.echo(f"wrote {path} ({path.stat().st_size / 1024:.1f} KiB): "
+                   f"`hpclaunch compare JOB {path.name}` compares a run with it")
+
+
 def register(group: click.Group) -> None:
     group.add_command(export_cmd)
+    group.add_command(export_run_cmd)

@@ -19,7 +19,7 @@ MODULES = ("submit", "profiles", "recipes", "status", "cancel", "logs", "report"
 COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recipes", "status": "status",
                    "jobs": "status", "cancel": "cancel", "logs": "logs", "report": "report",
                    "compare": "report", "stage-assets": "stage", "assets": "assets",
-                   "export": "export", "plan": "plan", "clean": "clean", "watch": "watch"}
+                   "export": "export", "export-run": "export", "plan": "plan", "clean": "clean", "watch": "watch"}
 
 
 class Group(WholeHelpGroup):

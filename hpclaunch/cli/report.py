@@ -12,6 +12,7 @@ from hpclaunch import provenance, registry, timeline, usage
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import human
+from hpclaunch.report.compare import config_differences, throughput_ratio
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.sweep import is_sweep, label, sweep_elements
 
@@ -125,47 +126,56 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     from hpclaunch.errors import JobFailed
     from hpclaunch.report.metrics import load_run, loss_diff
     from hpclaunch.report.plots import plot_compare
+    from hpclaunch.runarchive import open_run
 
-    ra = registry.get(job_a)
+    run_a = open_run(job_a)
     if job_b is None:
-        if not is_sweep(ra):
-            raise click.UsageError(f"compare needs two jobs (JOB_A JOB_B), or one sweep's id; {job_a} is no sweep")
-        worst = _compare_sweep(ra, out, as_json)
+        if run_a.record is None or not is_sweep(run_a.record):
+            raise click.UsageError(f"compare needs two runs (JOB_A JOB_B), or one sweep's id; {job_a} is no sweep")
+        worst = _compare_sweep(run_a.record, out, as_json)
         if tolerance is not None and (worst is None or worst > tolerance):
             raise JobFailed(f"the elements' losses differ by {_fmt(worst)} > tolerance {tolerance:g}")
         return
-    rb = registry.get(job_b)
-    for r in (ra, rb):
-        if is_sweep(r):
+    run_b = open_run(job_b)
+    for r in (run_a.record, run_b.record):
+        if r is not None and is_sweep(r):
             raise click.UsageError(f"{r.job_id} is a sweep: `hpclaunch compare {r.job_id}` compares its elements; "
                                    f"compare two of them by their ids (e.g. {r.job_id}_0 {r.job_id}_1)")
-    a, b = load_run(Path(ra.run_dir), job_a), load_run(Path(rb.run_dir), job_b)
+    job_a, job_b = run_a.label, run_b.label
+    a, b = load_run(run_a.run_dir, job_a), load_run(run_b.run_dir, job_b)
     diff = loss_diff(a, b)
-    path = out or Path(ra.run_dir) / "report" / f"compare-{job_b}.png"
+    path = out or run_a.run_dir / "report" / f"compare-{Path(job_b).name}.png"
     plot_compare(a, b, diff, path, (job_a, job_b))
     info = {k: v for k, v in diff.items() if k not in ("steps", "diff")}
-    ran_with = provenance.differences(provenance.load(Path(ra.run_dir)), provenance.load(Path(rb.run_dir)))
+    ratio = throughput_ratio(a, b)
+    ran_with = provenance.differences(provenance.load(run_a.run_dir), provenance.load(run_b.run_dir))
+    config = config_differences(run_a.run_dir, run_b.run_dir)
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
-        echo_json({**info, "per_step": per_step, "plot": str(path),
+        echo_json({**info, "per_step": per_step, "plot": str(path), "throughput_ratio": ratio,
+                   "config_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in config],
                    "provenance_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in ran_with]})
     else:
         click.echo(f"steps compared: {diff['common_steps']} (only in {job_a}: {diff['only_a']}, "
                    f"only in {job_b}: {diff['only_b']})")
         click.echo(f"max abs loss difference: {_fmt(diff['max_abs_diff'])}")
         click.echo(f"mean abs loss difference: {_fmt(diff['mean_abs_diff'])}")
+        if ratio is not None:
+            click.echo(f"throughput ratio (tokens/s, {job_b} / {job_a}): {ratio:.3f}")
+        _print_differences(config, job_a, job_b, what="config")
         _print_differences(ran_with, job_a, job_b)
         click.echo(f"wrote {path}")
     if tolerance is not None and (diff["max_abs_diff"] is None or diff["max_abs_diff"] > tolerance):
         raise JobFailed(f"losses differ by {_fmt(diff['max_abs_diff'])} > tolerance {tolerance:g}")
 
 
-def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_b: str) -> None:
-    """What the two runs ran with that differs (provenance.json), one line per key."""
+def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_b: str,
+                       what: str = "provenance") -> None:
+    """What the two runs ran with that differs (provenance.json, or the resolved config), one line per key."""
     if not found:
-        click.echo("provenance: no differences")
+        click.echo(f"{what}: no differences")
         return
-    click.echo(f"provenance differences ({job_a} -> {job_b}):")
+    click.echo(f"{what} differences ({job_a} -> {job_b}):")
     for key, a, b in found:
         click.echo(f"  {key}: {_short(a)} -> {_short(b)}")
 

@@ -70,6 +70,7 @@ class TrainSpec(StrictModel):
     max_steps: int = Field(100, ge=1)
     grad_clip: float | None = Field(1.0, gt=0)
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    deterministic: bool = Field(False, description="deterministic kernels, no TF32 (the parity presets)")
     seed: int = 1234
     dropout: float | None = Field(None, ge=0, le=1, description="set every dropout of the model; 0 for parity runs")
     activation_checkpointing: bool = False

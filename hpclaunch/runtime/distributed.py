@@ -84,8 +84,13 @@ def _disable_deepspeed_shm_op() -> None:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
-def init_distributed(*, deepspeed: bool = False, seed: int | None = None, threads: int | None = None) -> Dist:
-    """threads: torch threads per rank on CPU (train.threads_per_rank; default: OMP_NUM_THREADS)."""
+def init_distributed(*, deepspeed: bool = False, seed: int | None = None, threads: int | None = None,
+                     deterministic: bool = False) -> Dist:
+    """threads: torch threads per rank on CPU (train.threads_per_rank; default: OMP_NUM_THREADS).
+    deterministic (train.deterministic, the `parity` presets): deterministic kernels where the backend has
+    them (a warning where it has none), no TF32, no cuDNN autotuning, so that runs on two clusters compare."""
+    if deterministic:  # read by cuBLAS when it initialises: before the device is touched
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     accelerator = os.environ.get("HPCLAUNCH_ACCELERATOR") or ("cuda" if torch.cuda.is_available() else "cpu")
     if accelerator not in ACCELERATORS:
         raise SystemExit(f"HPCLAUNCH_ACCELERATOR={accelerator!r}: use one of {', '.join(ACCELERATORS)}")
@@ -111,8 +116,11 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
         device = torch.device(accelerator, local_rank)
         getattr(torch, accelerator).set_device(device)
         if accelerator == "cuda":  # TF32 tensor cores for the fp32 matmuls left outside autocast
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cuda.matmul.allow_tf32 = not deterministic
+            torch.backends.cudnn.allow_tf32 = not deterministic
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
     from hpclaunch.runtime import progress
 
     progress.enter("init")

@@ -24,7 +24,8 @@ def main() -> None:
     use_deepspeed = j.deepspeed_config is not None  # the deepspeed launcher passes --deepspeed_config
 
     # 1. Device and process group: cuda/nccl, musa/mccl, npu/hccl or cpu/gloo, from the profile.
-    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed, threads=t.threads_per_rank)
+    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed, threads=t.threads_per_rank,
+                         deterministic=t.deterministic)
     log = (lambda msg: print(f"[gpt2] {msg}", flush=True)) if d.is_main else (lambda msg: None)
     how = f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}" if use_deepspeed else "DDP"
     log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")

@@ -25,7 +25,8 @@ def main() -> None:
         raise SystemExit("mixtral runs under the deepspeed launcher (it needs --deepspeed_config)")
 
     # 1. Device and process group from the profile; DeepSpeed's init_distributed on top of it.
-    d = init_distributed(deepspeed=True, seed=t.seed, threads=t.threads_per_rank)
+    d = init_distributed(deepspeed=True, seed=t.seed, threads=t.threads_per_rank,
+                         deterministic=t.deterministic)
     log = (lambda msg: print(f"[mixtral] {msg}", flush=True)) if d.is_main else (lambda msg: None)
     log(
         f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
