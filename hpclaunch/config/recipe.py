@@ -134,7 +134,10 @@ class Recipe(StrictModel):
     parallel: ParallelSpec | None = None
     msrun: MsrunSpec | None = None
     watchdog: WatchdogSpec = WatchdogSpec()
-    args: tuple[str, ...] = Field((), description="extra arguments for the script")
+    args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
+    adhoc: bool = Field(False, description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
+                                           "the script alone, which gets only `args` (its config is in "
+                                           "$HPCLAUNCH_CONFIG, not in a --config argument)")
     env: dict[str, str] = {}
     python_env: str | None = Field(None, description="a named environment the profile must provide (e.g. mindspore)")
 
