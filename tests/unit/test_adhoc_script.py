@@ -83,6 +83,11 @@ def test_sweep_of_a_script(hpclaunch, script):
     r = hpclaunch("submit", str(script), "--profile", "local", "--sweep", "train.seed=1,2", "--dry-run",
                   "--", "--steps", "1", "--name", "s")
     assert r.exit_code == 0, r.output
+    sweep_dir = Path(re.search(r"sweep folder (\S+)", r.stderr).group(1))  # type: ignore[union-attr]
+    for element in ("element-0", "element-1"):  # each element: its own copy of the script, the args intact
+        copy = sweep_dir / element / "recipe" / "train-it.py"
+        assert copy.is_file()
+        assert _launch_line((sweep_dir / element / "job.sbatch").read_text()).endswith(f"{copy} --steps 1 --name s")
 
 
 @pytest.mark.parametrize(("target", "extra", "message"), [
