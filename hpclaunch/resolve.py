@@ -59,6 +59,8 @@ class CliOverrides:
     retries: int = 0  # submit --retries
     inject: str | None = None  # HPCLAUNCH_INJECT of the submitting environment
     sbatch: Sequence[str] = field(default_factory=tuple)  # submit --sbatch KEY=VALUE
+    launcher: str | None = None  # submit SCRIPT.py --launcher (an ad-hoc recipe: hpclaunch/config/adhoc.py)
+    script_args: Sequence[str] | None = None  # submit ... -- ARGS: the script's own arguments (replace `args`)
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -145,7 +147,8 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
 
 
 def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
-                  models: type[_Pydantic] | type[_Light]) -> tuple[Recipe, str | None]:
+                  models: type[_Pydantic] | type[_Light],
+                  script_args: Sequence[str] | None = None) -> tuple[Recipe, str | None]:
     data = dict(src.data)
     presets = data.pop("presets", {}) or {}
     default_preset = data.pop("default_preset", None)
@@ -175,6 +178,8 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
         set_data = deep_merge(set_data, _nested(path, value))
         set_items[tuple(path)] = item
     merged = deep_merge(deep_merge(data, preset_data), set_data)
+    if script_args is not None:
+        merged["args"] = list(script_args)  # the command line's `-- ARGS`, over every other layer
 
     def locate(loc: tuple[Any, ...]) -> str:
         for n in range(len(loc), 0, -1):
@@ -353,7 +358,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
 
 def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                    models: type[_Pydantic] | type[_Light]) -> JobSpec:
-    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, models)
+    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, models, cli.script_args)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
         raise NotFoundError("partition", partition, profile.partitions,
@@ -389,12 +394,21 @@ def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, 
         from hpclaunch.config import light as records
 
         path, data = read_profile(profile_ref)
-        src = load_recipe_source(recipe_ref)
+        src = recipe_source(recipe_ref, cli)
         try:
             return _resolve_parts(records.validate("Profile", data), src, cli, _Light)
         except records.Unsure:
             pass  # pydantic decides: the error message, or a value it converts
-    return resolve_parts(load_profile(profile_ref), load_recipe_source(recipe_ref), cli)
+    return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli)
+
+
+def recipe_source(recipe_ref: str, cli: CliOverrides) -> RecipeSource:
+    """A recipe folder's recipe.yaml, or the ad-hoc recipe of a Python script (with --launcher)."""
+    from hpclaunch.config import adhoc
+
+    if adhoc.is_script(recipe_ref) or cli.launcher is not None:
+        return adhoc.script_source(recipe_ref, cli.launcher)
+    return load_recipe_source(recipe_ref)
 
 
 def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) -> JobSpec:
@@ -408,6 +422,9 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     from hpclaunch.jobspec import load_jobspec
 
     saved = load_jobspec(path)
+    if cli.launcher is not None:
+        raise ConfigError(f"--launcher makes a recipe of a script; this resolved.yaml runs {saved.recipe.launcher}",
+                          file=path, hint="leave out --launcher, or submit the script itself")
     if profile_ref and profile_ref != saved.profile.name:
         raise ConfigError(f"it was resolved for profile {saved.profile.name!r}, not {profile_ref!r}", file=path,
                           hint="resolve the recipe again to use another profile")

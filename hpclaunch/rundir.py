@@ -39,8 +39,14 @@ def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
     return spec.model_copy(update={"recipe_dir": str(RunFiles(run_dir).recipe)})
 
 
-def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> None:
-    """Create `run_dir` holding `files`, a copy of the recipe folder and empty logs/ and metrics/."""
+def recipe_copy(spec: JobSpec) -> tuple[Path, str | None]:
+    """What the run directory copies as its recipe/: (the recipe folder, None for all of it), or for an ad-hoc
+    recipe (`submit SCRIPT.py`) (the script's folder, the script alone)."""
+    return Path(spec.recipe_dir), spec.recipe.script if spec.recipe.adhoc else None
+
+
+def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: tuple[Path, str | None]) -> None:
+    """Create `run_dir` holding `files`, a copy of the recipe (see `recipe_copy`) and empty logs/ and metrics/."""
     writable_dir(run_dir.parent, "run root")
     partial = run_dir.with_name(f".{run_dir.name}.partial")
     layout = RunFiles(partial)
@@ -49,7 +55,12 @@ def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> 
         for name, content in files.items():
             (partial / name).write_text(content, encoding="utf-8")
         layout.script.chmod(0o755)
-        shutil.copytree(recipe_source, layout.recipe, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        folder, only = recipe_source
+        if only is None:
+            shutil.copytree(folder, layout.recipe, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            layout.recipe.mkdir()
+            shutil.copy2(folder / only, layout.recipe / only)
         layout.logs.mkdir()
         layout.metrics.mkdir()
         partial.rename(run_dir)
@@ -58,7 +69,8 @@ def write_run_dir(run_dir: Path, files: dict[str, str], recipe_source: Path) -> 
         raise
 
 
-def write_sweep_dir(sweep_dir: Path, files: dict[str, str], elements: list[tuple[Path, dict[str, str], Path]]) -> None:
+def write_sweep_dir(sweep_dir: Path, files: dict[str, str],
+                    elements: list[tuple[Path, dict[str, str], tuple[Path, str | None]]]) -> None:
     """Create `sweep_dir` holding `files` (the array script, sweep.json), logs/ and each element's run
     directory (path, files, recipe source) at once: the whole sweep is written beside its final name first."""
     sweep_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch import timeline
 from hpclaunch.preflight import fits_devices, preflight
 from hpclaunch.render.render import render
-from hpclaunch.rundir import new_run_dir, remove_run_dir, with_recipe_copy, write_run_dir
+from hpclaunch.rundir import new_run_dir, recipe_copy, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.runfiles import RunFiles
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     run_dir = new_run_dir(spec)
     job_spec = with_recipe_copy(spec, run_dir)
     rendered = render(job_spec, run_dir)
-    write_run_dir(run_dir, rendered.files, Path(spec.recipe_dir))
+    write_run_dir(run_dir, rendered.files, recipe_copy(spec))
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 

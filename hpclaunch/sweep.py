@@ -164,7 +164,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     """Check and render every element, then write the sweep folder (complete or not at all)."""
     from hpclaunch.preflight import fits_devices, preflight
     from hpclaunch.render.render import render, render_sweep
-    from hpclaunch.rundir import new_sweep_dir, with_recipe_copy, write_sweep_dir
+    from hpclaunch.rundir import new_sweep_dir, recipe_copy, with_recipe_copy, write_sweep_dir
     from hpclaunch.schedulers import get_scheduler
 
     first = elements[0][1]
@@ -175,7 +175,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     keys = tuple(elements[0][0])
     warnings: dict[str, None] = {}
     done: list[Element] = []
-    written: list[tuple[Path, dict[str, str], Path]] = []
+    written: list[tuple[Path, dict[str, str], tuple[Path, str | None]]] = []
     for index, (values, spec) in enumerate(elements):
         run_dir = folder.element(index)
         try:
@@ -186,7 +186,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
         except HpclaunchError as exc:
             raise _element_error(exc, index, len(elements), values) from None
         done.append(Element(index, values, job_spec, run_dir))
-        written.append((run_dir, rendered.files, Path(spec.recipe_dir)))
+        written.append((run_dir, rendered.files, recipe_copy(spec)))
     script = render_sweep([e.spec for e in done], [e.label for e in done], keys, sweep_dir, max_parallel)
     info = {"keys": list(keys), "max_parallel": max_parallel,
             "elements": [{"index": e.index, "values": e.values, "run_dir": str(e.run_dir)} for e in done]}

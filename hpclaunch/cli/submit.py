@@ -1,4 +1,5 @@
-"""hpclaunch submit RECIPE --profile P [--layout 2n8g | --nodes N --gpus-per-node G] [--set k=v]..."""
+"""hpclaunch submit RECIPE|SCRIPT.py --profile P [--layout 2n8g | --nodes N --gpus-per-node G] [--set k=v]...
+[-- SCRIPT_ARGS]"""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ if TYPE_CHECKING:
     "hpclaunch submit bert_large --profile guangzhou-a800 --set train.lr=3e-5",
     "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
     "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
-    "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)"))
+    "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)",
+    "hpclaunch submit train.py --profile local --layout 1n2g -- --steps 3  # your own script, its own args"))
 @click.argument("recipe", shell_complete=complete.recipe)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--launcher", metavar="torchrun|deepspeed", default=None,
+              help="with a SCRIPT.py: the launcher that runs it (default: torchrun)")
 @click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
               help="cluster profile name or YAML file (default: default_profile in ~/.config/hpclaunch/config.yaml; "
                    "not needed when RECIPE is a resolved.yaml)")
@@ -60,18 +65,22 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
                max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
-               sbatch: tuple[str, ...], as_json: bool) -> None:
+               sbatch: tuple[str, ...], as_json: bool, script_args: tuple[str, ...], launcher: str | None) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
     earlier run directory, which is submitted again exactly as it was resolved. With --sweep, every
     combination of the values is resolved as with --set and runs as one element of a job array.
+
+    RECIPE may also be your own Python script (train.py): it runs under --launcher as an ad-hoc recipe.
+    SCRIPT_ARGS after `--` go to the script as they are (they replace the recipe's `args`).
     """
     from hpclaunch.api import submit_request
 
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
-                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch)
+                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch, launcher=launcher,
+                       script_args=script_args or None)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))

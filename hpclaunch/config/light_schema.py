@@ -76,6 +76,7 @@ MODELS = {'JobSpec': {'fields': (('hpclaunch_version', ('str',), {}, ('input', '
                         {},
                         ('input', {'enabled': None, 'timeout': None, 'init_timeout': None})),
                        ('args', ('tuple', ('str',)), {}, ('input', ())),
+                       ('adhoc', ('bool',), {}, ('input', False)),
                        ('env', ('dict', ('str',)), {}, ('input', {})),
                        ('python_env', ('opt', ('str',)), {}, ('input', None))),
             'field_validators': (),

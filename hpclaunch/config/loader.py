@@ -119,6 +119,9 @@ def find_recipe(ref: str) -> Path:
     name = Path(ref).name
     if name in dirs and (not _looks_like_path(ref) or Path(ref).parent.name == "recipes"):
         return dirs[name].resolve()
+    if path.is_file():
+        raise ConfigError(f"{ref} is neither a recipe folder, a {RECIPE_FILE}, a resolved.yaml nor a script (.py)",
+                          hint="pass a recipe folder, a run directory's resolved.yaml, or your own script.py")
     if path.exists():
         raise ConfigError(f"no {RECIPE_FILE} in this folder", file=str(path))
     raise NotFoundError("recipe", ref, dirs, hint="pass a folder that holds a recipe.yaml, or a recipe name")

@@ -86,6 +86,10 @@ class Launcher(ABC):
         """Extra files written into the run directory, name -> content."""
         return {}
 
-    def script_args(self, spec: JobSpec, run_dir: Path) -> list[Word]:
-        """Arguments every recipe script gets: where its resolved config is, then the recipe's own."""
-        return ["--config", str(RunFiles(run_dir).resolved), *spec.recipe.args]
+    def script_args(self, spec: JobSpec, run_dir: Path, *hpclaunch_args: Word) -> list[Word]:
+        """Arguments a recipe script gets: where its resolved config is (and the launcher's `hpclaunch_args`),
+        then the recipe's own. An ad-hoc script (`submit SCRIPT.py -- ARGS`) gets only its own: it finds
+        its config in HPCLAUNCH_CONFIG, which the job script exports for every script."""
+        if spec.recipe.adhoc:
+            return [*spec.recipe.args]
+        return ["--config", str(RunFiles(run_dir).resolved), *spec.recipe.args, *hpclaunch_args]

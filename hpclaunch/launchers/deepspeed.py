@@ -61,8 +61,8 @@ class DeepSpeedLauncher(Launcher):
     name = "deepspeed"
 
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
-        return [*torchrun_words(spec), str(spec.script_path), *self.script_args(spec, run_dir),
-                "--deepspeed_config", str(RunFiles(run_dir).ds_config)]
+        return [*torchrun_words(spec), str(spec.script_path),
+                *self.script_args(spec, run_dir, "--deepspeed_config", str(RunFiles(run_dir).ds_config))]
 
     def files(self, spec: JobSpec) -> dict[str, str]:
         return {DS_CONFIG: json.dumps(ds_config(spec), indent=2, sort_keys=True) + "\n"}

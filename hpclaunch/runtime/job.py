@@ -1,7 +1,9 @@
 """What a recipe script starts with: its arguments and the resolved job spec.
 
-Every script is started as ``train.py --config RUN_DIR/resolved.yaml`` (plus ``--deepspeed_config
-RUN_DIR/ds_config.json`` under the deepspeed launcher). ``HPCLAUNCH_CONFIG`` is the fallback.
+A recipe's script is started as ``train.py --config RUN_DIR/resolved.yaml`` (plus ``--deepspeed_config
+RUN_DIR/ds_config.json`` under the deepspeed launcher). ``HPCLAUNCH_CONFIG``, which the job script exports for
+every script, is the fallback, and all an ad-hoc script (``hpclaunch submit train.py -- ARGS``) gets: it reads
+its own arguments, and ``load_job(parse_args([]))`` its config.
 """
 
 from __future__ import annotations

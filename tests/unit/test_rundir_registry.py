@@ -81,7 +81,7 @@ def test_a_failed_write_leaves_no_run_directory(tmp_path):
     recipe = REPO / "tests" / "fixtures" / "recipes" / "allreduce"
     run = tmp_path / "runs" / "r1"
     with pytest.raises(FileNotFoundError):
-        write_run_dir(run, {"job.sbatch": "#!/bin/bash\n", "no/such/dir.txt": "x"}, recipe)
+        write_run_dir(run, {"job.sbatch": "#!/bin/bash\n", "no/such/dir.txt": "x"}, (recipe, None))
     assert list((tmp_path / "runs").iterdir()) == []
 
 
