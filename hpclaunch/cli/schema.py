@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -18,9 +17,9 @@ from hpclaunch.cli.options import examples
               help="write the schema to this file (default: standard output)")
 def schema_cmd(kind: str, out: Path | None) -> None:
     """The JSON Schema of a profile or recipe file, for editors (docs/profiles.md#editor-support)."""
-    from hpclaunch.config.fileschema import schema
+    from hpclaunch.config.fileschema import schema_text
 
-    text = json.dumps(schema(kind), indent=2) + "\n"
+    text = schema_text(kind)
     if out is None:
         click.echo(text, nl=False)
         return

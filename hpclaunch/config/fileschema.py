@@ -9,6 +9,7 @@ given as minutes, a number in `env`) are allowed as the file writes them.
 from __future__ import annotations
 
 import copy
+import json
 import typing
 from typing import Any
 
@@ -103,3 +104,8 @@ def schema(kind: str) -> dict[str, Any]:
     out = {"$schema": DIALECT, "title": title, "description": about,
            **{k: v for k, v in out.items() if k not in ("title", "description")}}
     return out
+
+
+def schema_text(kind: str) -> str:
+    """`schema(kind)` as the text of a .schema.json file."""
+    return json.dumps(schema(kind), indent=2) + "\n"
