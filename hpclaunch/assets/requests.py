@@ -61,7 +61,7 @@ class AssetRequest:
         return f"--dataset {self.repo_id}{':' + cfg if cfg else ''}{rev}"
 
 
-def _check_repo(repo: str, where: str) -> str:
+def check_repo(repo: str, where: str) -> str:
     if not _REPO.match(repo):
         raise ConfigError(f"{repo!r} is not a hub repo id such as gpt2 or org/name", key=where)
     return repo
@@ -70,14 +70,14 @@ def _check_repo(repo: str, where: str) -> str:
 def parse_model(ref: str) -> AssetRequest:
     """``REPO[@REV]`` -> a request for config, weights and tokenizer."""
     repo, _, rev = ref.partition("@")
-    return AssetRequest("model", _check_repo(repo, "--model"), rev or "main", frozenset(PARTS))
+    return AssetRequest("model", check_repo(repo, "--model"), rev or "main", frozenset(PARTS))
 
 
 def parse_dataset(ref: str) -> AssetRequest:
     """``REPO[:CONFIG][@REV]`` -> a request for the parquet files of that config."""
     body, _, rev = ref.partition("@")
     repo, _, config = body.partition(":")
-    return AssetRequest("dataset", _check_repo(repo, "--dataset"), rev or "main", configs=frozenset({config}))
+    return AssetRequest("dataset", check_repo(repo, "--dataset"), rev or "main", configs=frozenset({config}))
 
 
 def requests_for_spec(spec: JobSpec) -> list[AssetRequest]:

@@ -7,15 +7,13 @@ are tried in order; files already fetched from one are kept when the next one ta
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from hpclaunch.assets.store import (
     Manifest,
     asset_path,
     check_files,
+    locked,
     publish,
     read_manifest,
     refresh_mtimes,
@@ -79,20 +78,6 @@ def covers(manifest: Manifest, request: AssetRequest) -> bool:
     return request.parts <= set(manifest.parts) and request.configs <= set(manifest.configs)
 
 
-@contextmanager
-def _locked(final: Path) -> Iterator[None]:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f".lock-{final.name}", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AssetError(
-                f"{final} is being staged by another process",
-                hint="wait for it to finish, or stop it and run stage-assets again",
-            ) from None
-        yield
-
-
 def stage_one(
     request: AssetRequest,
     store: Path,
@@ -131,7 +116,7 @@ def stage_one(
             request.parts | set(old.parts),
             request.configs | set(old.configs),
         )
-    with _locked(final):
+    with locked(final):
         staging = staging_path(final)
         if old is not None:
             _seed(final, old, staging)

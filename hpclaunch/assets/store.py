@@ -15,13 +15,17 @@ a file whose size and mtime match the manifest is trusted without rehashing.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from hpclaunch.errors import AssetError
 
 MANIFEST = "hpclaunch-manifest.json"
 KINDS = ("model", "dataset")
@@ -62,6 +66,21 @@ def publish(staged: Path, final: Path) -> None:
     os.rename(final, old)
     os.rename(staged, final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def locked(final: Path) -> Iterator[None]:
+    """Hold the store's lock of the asset folder `final` (one writer at a time: staging, importing)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".lock-{final.name}", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AssetError(
+                f"{final} is being staged by another process",
+                hint="wait for it to finish, or stop it and run stage-assets again",
+            ) from None
+        yield
 
 
 def dataset_files(folder: Path | str, config: str | None, split: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""hpclaunch assets list|verify|unpack --profile P"""
+"""hpclaunch assets list|verify|unpack|import --profile P"""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from hpclaunch.cli.tables import human, print_table
 
 
 @click.group("assets", cls=WholeHelpGroup, epilog=examples("hpclaunch assets list --profile guangzhou-a800",
-                                       "hpclaunch assets unpack assets.tar --profile guangzhou-a800"))
+                                       "hpclaunch assets unpack assets.tar --profile guangzhou-a800",
+                                       "hpclaunch assets import ./gpt2 --model gpt2 --profile guangzhou-a800"))
 def assets() -> None:
-    """The offline asset store: list, verify, unpack."""
+    """The offline asset store: list, verify, unpack, import."""
 
 
 @assets.command("list", epilog=examples("hpclaunch assets list --profile guangzhou-a800"))
@@ -89,6 +90,37 @@ def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
             f"unpacked and verified {u.manifest.kind} {u.manifest.repo_id}@{u.manifest.revision} "
             f"({len(u.manifest.files)} files) -> {u.path}"
         )
+
+
+@assets.command("import", epilog=examples(
+    "hpclaunch assets import ~/Downloads/gpt2 --model gpt2 --profile guangzhou-a800",
+    "hpclaunch assets import ./wikitext --dataset Salesforce/wikitext --revision main --profile dev-slurm"))
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--model", "model", default=None, metavar="ID", help="import PATH as this hub model (e.g. gpt2)")
+@click.option("--dataset", "dataset", default=None, metavar="ID", help="import PATH as this hub dataset")
+@click.option("--revision", default="main", show_default=True, help="the revision the files are of")
+@profile_option
+@json_option
+def import_cmd(path: Path, model: str | None, dataset: str | None, revision: str, profile: str,
+               as_json: bool) -> None:
+    """Copy files downloaded by hand into the store with a manifest (sha256), as if staged."""
+    from hpclaunch.assets.importer import import_asset
+    from hpclaunch.errors import ConfigError
+
+    if (model is None) == (dataset is None):
+        raise ConfigError("pass exactly one of --model ID and --dataset ID",
+                          hint="hpclaunch assets import PATH --model gpt2 --profile P")
+    kind, repo_id = ("model", model) if model is not None else ("dataset", dataset)
+    assert repo_id is not None
+    done = import_asset(path, profile_store(profile), kind, repo_id, revision)
+    m = done.manifest
+    if as_json:
+        echo_json({"kind": m.kind, "repo_id": m.repo_id, "revision": m.revision, "parts": m.parts,
+                   "configs": m.configs, "files": len(m.files), "bytes": m.total_bytes, "path": str(done.path)})
+        return
+    held = ", ".join(m.parts) if kind == "model" else ", ".join(c or "(default config)" for c in m.configs)
+    click.echo(f"imported {kind} {repo_id}@{revision} ({len(m.files)} files, {human(m.total_bytes)}; {held}) "
+               f"-> {done.path}")
 
 
 def register(group: click.Group) -> None:

@@ -1,4 +1,4 @@
-"""hpclaunch profiles list|show|check"""
+"""hpclaunch profiles list|show|check|init"""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from hpclaunch.errors import HpclaunchError
 
 @click.group("profiles", cls=WholeHelpGroup,
              epilog=examples("hpclaunch profiles list", "hpclaunch profiles show guangzhou-a800",
-                             "hpclaunch profiles check my-cluster.yaml"))
+                             "hpclaunch profiles check my-cluster.yaml", "hpclaunch profiles init mycluster"))
 def profiles() -> None:
-    """Cluster profiles: list, show, check."""
+    """Cluster profiles: list, show, check, init."""
 
 
 @profiles.command("list", epilog=examples("hpclaunch profiles list", "hpclaunch profiles list --json"))
@@ -77,6 +77,23 @@ def check_cmd(profile: str) -> None:
     if p.scheduler == "slurm":
         missing = [c for c in ("sbatch", "squeue", "scontrol", "scancel", "sacct") if cmd.which(c) is None]
         click.echo("slurm commands: " + ("all found" if not missing else f"missing {', '.join(missing)}"))
+
+
+@profiles.command("init", epilog=examples(
+    "hpclaunch profiles init mycluster  # -> ~/.config/hpclaunch/cluster_profiles/mycluster.yaml",
+    "hpclaunch profiles init mycluster --partition gpu --partition debug -o mycluster.yaml"))
+@click.argument("name")
+@click.option("--partition", "partitions", multiple=True, help="only this partition (repeatable; default: all)")
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="the file to write (default: ~/.config/hpclaunch/cluster_profiles/NAME.yaml)")
+@click.option("--force", is_flag=True, help="overwrite an existing file")
+def init_cmd(name: str, partitions: tuple[str, ...], out: Path | None, force: bool) -> None:
+    """Write a profile for this Slurm cluster from scontrol (partitions, GPUs, CPUs, memory, limits)."""
+    from hpclaunch.config.discover import write_profile
+
+    path = write_profile(name, partitions, out, force=force)
+    click.echo(f"wrote {path}: edit accelerator, backend, python and modules, then "
+               f"`hpclaunch profiles check {path}`")
 
 
 def register(group: click.Group) -> None:
