@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -32,9 +33,13 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
     job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
     assert job, proc.stdout[:1500] + "\n...\n" + proc.stdout[-500:]
 
-    report = _cli(home, "report", job.group(1), "--json")
-    assert report.returncode == 0, report.stderr
-    used = json.loads(report.stdout)["usage"]
+    for _ in range(30):  # slurmdbd records the steps' MaxRSS a moment after the job ends
+        report = _cli(home, "report", job.group(1), "--json")
+        assert report.returncode == 0, report.stderr
+        used = json.loads(report.stdout)["usage"]
+        if used.get("max_rss_bytes") is not None:
+            break
+        time.sleep(1)
     sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw",
                             f"--jobs={job.group(1)}"], capture_output=True, text=True, check=True).stdout
     elapsed, limit = map(int, sacct.split()[0].split("|"))
@@ -46,5 +51,5 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
 
     text = _cli(home, "report", job.group(1)).stdout
     assert re.search(r"^usage \(sacct\): elapsed \d+:\d\d of 30:00 \(\d+%\), CPU efficiency \d+% of \d+ CPUs?, "
-                     r"peak memory [\d.]+ MiB of [\d.]+ GiB per node \(\d+%\)$", text, re.M), text
+                     r"peak memory [\d.]+ [MG]iB of [\d.]+ GiB per node \(\d+%\)$", text, re.M), text
     assert "warning: the job ran " in text
