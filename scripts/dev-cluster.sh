@@ -321,7 +321,12 @@ slurmd_up() {
   pid_alive "$RUN/slurmd-$n.pid" slurmd && return 0
   # nsenter, not `ip netns exec`: the latter mounts a fresh /sys that hides /sys/fs/cgroup,
   # and slurmd 22.05 refuses to start without it (even with proctrack/linuxproc).
-  nsenter --net="/run/netns/$ns" unshare --uts sh -c "hostname $n; exec slurmd -N $n" \
+  # Its own mount namespace only to see $ETC/resolv-node.conf as /etc/resolv.conf: the host's nameserver is
+  # not reachable from a node's network namespace, and every lookup that missed /etc/hosts (an IPv6 query for
+  # a node, a reverse lookup by torch's c10d) waited out its timeout; with no nameserver they fail at once.
+  printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' | install_text "$ETC/resolv-node.conf" 644 || true
+  nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c \
+    "mount --bind '$ETC/resolv-node.conf' /etc/resolv.conf; hostname $n; exec slurmd -N $n" \
     </dev/null >>"$LOG/slurmd-$n.out" 2>&1 || { tail -5 "$LOG/slurmd-$n.log" >&2; die "slurmd $n did not start"; }
 }
 

@@ -51,6 +51,11 @@ def data_parallel_degree(par: ParallelSpec, world_size: int,
         raise ConfigError(f"model_parallel({mp}) does not divide num_query_groups({groups})",
                           key="parallel.model_parallel",
                           hint="choose a model_parallel that divides the groups")
+    kv = mc.get("num_key_value_heads")  # transformers' name (Llama, Mistral, Mixtral: grouped-query attention)
+    if isinstance(kv, int) and kv % mp:
+        raise ConfigError(f"model_parallel({mp}) does not divide num_key_value_heads({kv})",
+                          key="parallel.model_parallel",
+                          hint="choose a model_parallel that divides the key/value heads")
     if isinstance(layers, int) and layers < pp:
         raise ConfigError(f"pipeline_stage({pp}) is more than num_layers({layers}): a stage would be empty",
                           key="parallel.pipeline_stage", hint=f"use at most {layers} pipeline stages")

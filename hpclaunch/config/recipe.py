@@ -95,7 +95,8 @@ class DeepSpeedSpec(StrictModel):
 
 
 class ParallelSpec(StrictModel):
-    """MindSpore's parallel config (seed 004)."""
+    """How a model replica is split: MindSpore's parallel config (seed 004) under msrun; tensor x data parallel
+    (model_parallel ranks per replica, hpclaunch/runtime/tensor_parallel.py) under torchrun."""
 
     data_parallel: int | None = Field(None, ge=1, description="default: devices / (model_parallel x pipeline_stage)")
     model_parallel: int = Field(1, ge=1, description="tensor-parallel degree")
@@ -138,7 +139,7 @@ class Recipe(StrictModel):
     time: SlurmTimeText | None = Field(None, description="time limit, e.g. 04:00:00 (default: the profile's)")
     train: TrainSpec = Field(TrainSpec(), description="hyper-parameters")
     deepspeed: DeepSpeedSpec | None = Field(None, description="DeepSpeed settings (launcher: deepspeed)")
-    parallel: ParallelSpec | None = Field(None, description="MindSpore's parallel config (launcher: msrun)")
+    parallel: ParallelSpec | None = Field(None, description="data/model/pipeline parallel: MindSpore's (launcher msrun), tensor x data (torchrun)")
     msrun: MsrunSpec | None = Field(None, description="msrun settings (launcher: msrun)")
     watchdog: WatchdogSpec = Field(WatchdogSpec(), description="the hang watchdog, over the profile's settings")
     args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")

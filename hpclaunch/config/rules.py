@@ -154,9 +154,12 @@ def launcher_sections(r: Any) -> None:
         raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {r.launcher})")
     if r.msrun is not None and r.launcher != "msrun":
         raise ValueError(f"an msrun section needs launcher: msrun (launcher is {r.launcher})")
-    if r.parallel is not None and r.launcher != "msrun":
-        raise ValueError(f"a parallel section (MindSpore's data/model/pipeline parallel) needs launcher: msrun; "
-                         f"{r.launcher} runs plain data parallelism and would ignore it: remove the section")
+    if r.parallel is not None and r.launcher == "deepspeed":
+        raise ValueError("a parallel section (data/model/pipeline parallel) needs launcher msrun (MindSpore) or "
+                         "torchrun (tensor parallel); DeepSpeed shards with ZeRO and would ignore it: remove the "
+                         "section, or use launcher torchrun for tensor parallelism")
+    if r.parallel is not None and r.launcher == "torchrun":
+        torch_parallel(r.parallel)
     if r.launcher == "deepspeed" and r.train.compile:
         raise ValueError("train.compile: torch.compile is applied by the torch engine (launcher torchrun); DeepSpeed "
                          "runs the model eager and would ignore it: set train.compile=false with launcher deepspeed")
@@ -166,6 +169,21 @@ def launcher_sections(r: Any) -> None:
             raise ValueError(f"deepspeed.config: {', '.join(ignored)}: the recipes pass DeepSpeed their own AdamW "
                              "and learning-rate schedule, which take precedence, so these keys would be ignored; "
                              "set train.lr, train.weight_decay, train.adam_betas, train.warmup_steps instead")
+
+
+# MindSpore's parallel keys that the torch recipes have no counterpart for, and their defaults
+MINDSPORE_ONLY = {"micro_batch_num": 1, "optimizer_shard": False, "recompute": False, "vocab_emb_dp": True}
+
+
+def torch_parallel(par: Any) -> None:
+    """A torch recipe's parallel section: tensor x data parallel only (hpclaunch/runtime/tensor_parallel.py)."""
+    if par.pipeline_stage > 1:
+        raise ValueError(f"parallel.pipeline_stage={par.pipeline_stage}: the torch recipes implement tensor and "
+                         "data parallelism, not pipeline stages; set pipeline_stage=1 and use model_parallel")
+    set_keys = [f"{k}={getattr(par, k)}" for k, default in MINDSPORE_ONLY.items() if getattr(par, k) != default]
+    if set_keys:
+        raise ValueError(f"parallel: {', '.join(set_keys)} are MindSpore settings (launcher msrun) that torchrun "
+                         "would ignore: remove them (train.activation_checkpointing is the torch recompute)")
 
 
 # ds_config keys a client optimizer / scheduler overrides (deepspeed.initialize(optimizer=, lr_scheduler=))

@@ -28,7 +28,8 @@ def setup_of(spec: JobSpec) -> Setup:
                  precision=precision_for(spec), nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                  micro_batch=t.micro_batch_size, grad_accum=spec.grad_accum, seq_len=t.seq_len,
                  checkpointing=t.activation_checkpointing, accelerator=spec.profile.accelerator,
-                 compiled=t.compile and not deepspeed)
+                 compiled=t.compile and not deepspeed,
+                 tensor_parallel=spec.recipe.parallel.model_parallel if spec.recipe.parallel else 1)
 
 
 def limits_of(spec: JobSpec) -> Limits:
@@ -74,6 +75,8 @@ class Plan:
     def how(self) -> str:
         s = self.setup
         engine = "DDP" if s.engine == "ddp" else f"DeepSpeed ZeRO-{s.zero_stage}"
+        if s.tensor_parallel > 1:
+            engine = f"tensor parallel {s.tensor_parallel} x data parallel {s.dp_size}"
         offload = [n for n, on in (("optimizer", s.offload_optimizer), ("params", s.offload_param)) if on]
         return f"{engine}{' offload ' + '+'.join(offload) if offload else ''}, {s.precision}"
 
@@ -85,6 +88,7 @@ class Plan:
             "params": self.facts.params, "tokens_per_step": self.tokens_per_step,
             "global_batch": self.spec.global_batch_size, "micro_batch": s.micro_batch, "grad_accum": s.grad_accum,
             "seq_len": s.seq_len, "precision": s.precision, "engine": s.engine, "zero_stage": s.zero_stage,
+            "tensor_parallel": s.tensor_parallel, "data_parallel": s.dp_size,
             "offload_optimizer": s.offload_optimizer, "offload_param": s.offload_param,
             "activation_checkpointing": s.checkpointing,
             "params_gib": _gib(e.params), "grads_gib": _gib(e.grads), "optimizer_gib": _gib(e.optimizer),
@@ -113,7 +117,9 @@ class Plan:
             f"{self.spec.recipe.name}{preset} on {self.where}, {self.spec.layout}, {self.how}",
             f"  parameters         {_count(self.facts.params)} ({self.facts.params:,})",
             f"  tokens per step    {self.tokens_per_step:,} (global batch {self.spec.global_batch_size} = micro-batch "
-            f"{s.micro_batch} x accumulation {s.grad_accum} x {s.world_size} devices; seq_len {s.seq_len})",
+            f"{s.micro_batch} x accumulation {s.grad_accum} x "
+            + (f"{s.dp_size} replicas of {s.tensor_parallel} devices" if s.tensor_parallel > 1
+               else f"{s.world_size} devices") + f"; seq_len {s.seq_len})",
             "  per device (GiB)",
             f"    parameters       {_gib(e.params):8.2f}",
             f"    gradients        {_gib(e.grads):8.2f}",

@@ -19,6 +19,12 @@ Models", with SDPA/flash attention, so no s^2 score matrices): s x b x (34 h) by
 MLP (4h); here counted tensor by tensor, so gated MLPs (SwiGLU) and MoE (top-k experts per token) follow.
 Activation checkpointing keeps each layer's input and recomputes one layer at a time. The logits are
 counted in the activation precision plus the fp32 copy and log-softmax the loss keeps.
+
+Tensor parallel (torch engine, transformers' tp_plan; hpclaunch/runtime/tensor_parallel.py) divides the
+weights its plan splits (`ModelFacts.tp_params`: attention and expert projections, embeddings, LM head) and
+their gradients and moments by `tensor_parallel`, and the activations inside attention and the MLP (q, k,
+v, attention output, the intermediate-size tensors); each layer's input and norms stay whole on every rank
+(no sequence parallelism), and so do the logits (the LM head gathers its output).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ class ModelFacts:
     composite_act: bool = False  # an activation written as several elementwise ops (GPT-2's gelu_new)
     largest_block: int = 0  # parameters of the largest layer or embedding (what ZeRO-3 gathers at once)
     model_type: str = ""
+    tp_params: int = 0  # parameters the model's tensor-parallel plan splits (0: the model has no tp_plan)
 
 
 @dataclass(frozen=True)
@@ -77,14 +84,19 @@ class Setup:
     checkpointing: bool
     accelerator: str = "cuda"
     compiled: bool = False  # torch.compile: elementwise chains fused, their intermediates not kept
+    tensor_parallel: int = 1  # ranks per model replica (parallel.model_parallel, torch engine)
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
 
     @property
+    def dp_size(self) -> int:
+        return self.world_size // self.tensor_parallel
+
+    @property
     def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.world_size
+        return self.micro_batch * self.grad_accum * self.dp_size
 
     @property
     def layout(self) -> str:
@@ -127,7 +139,14 @@ def half(precision: str) -> bool:
     return precision in ("bf16", "fp16")
 
 
-def state_bytes(params: int, s: Setup) -> tuple[float, float, float, float]:
+def params_per_rank(m: ModelFacts, s: Setup) -> float:
+    """Parameters of one replica a rank holds: the tp_plan's share split over the tensor-parallel ranks."""
+    if s.tensor_parallel == 1:
+        return float(m.params)
+    return m.params - m.tp_params + m.tp_params / s.tensor_parallel
+
+
+def state_bytes(params: float, s: Setup) -> tuple[float, float, float, float]:
     """(parameters, gradients, optimizer states) on each device and the bytes one rank offloads to the host."""
     n = s.world_size
     if s.engine == "ddp":
@@ -159,10 +178,11 @@ def activation_bytes(m: ModelFacts, s: Setup) -> float:
     """The activations kept for backward for one micro-batch."""
     a = 2 if half(s.precision) else 4
     tokens = s.seq_len * s.micro_batch
-    h, i = m.hidden, m.intermediate
-    kv = h * m.kv_heads // max(m.heads, 1)
+    tp = s.tensor_parallel
+    h, i = m.hidden, m.intermediate / tp  # the intermediate-size tensors are split over tensor-parallel ranks
+    kv = h * m.kv_heads / max(m.heads, 1)
     norms = 2 * h * a
-    attention = (h + h + 2 * kv + h) * a + h  # qkv input, q, k and v, attention output; dropout mask
+    attention = h * a + (h + 2 * kv + h) * a / tp + h  # qkv input; q, k, v and attention output; dropout mask
     if m.gated_mlp:
         mlp = h * a + 4 * i * a  # input; gate, up, act(gate), their product
     else:
@@ -184,8 +204,8 @@ def activation_bytes(m: ModelFacts, s: Setup) -> float:
 
 def buffer_bytes(m: ModelFacts, s: Setup) -> float:
     """Communication buffers and gathered parameters."""
-    if s.engine == "ddp":
-        return 4.0 * m.params if s.world_size > 1 else 0.0  # DDP's gradient buckets: a copy of the gradients
+    if s.engine == "ddp":  # DDP's gradient buckets (FSDP's replica all-reduce): a copy of the gradients
+        return 4.0 * params_per_rank(m, s) if s.dp_size > 1 else 0.0
     p = 2 if half(s.precision) else 4
     bucket = min(DS_BUCKET, m.params) * p
     if s.zero_stage == 3:
@@ -197,7 +217,7 @@ def buffer_bytes(m: ModelFacts, s: Setup) -> float:
 
 
 def estimate(m: ModelFacts, s: Setup) -> Estimate:
-    params, grads, optim, host = state_bytes(m.params, s)
+    params, grads, optim, host = state_bytes(params_per_rank(m, s), s)
     acts = activation_bytes(m, s)
     buffers = buffer_bytes(m, s)
     runtime = RUNTIME_GIB.get(s.accelerator, DEFAULT_RUNTIME_GIB) * GIB

@@ -160,6 +160,7 @@ def facts_of(model: Any, config: Any) -> ModelFacts:
             blocks.append(sum(p.numel() for p in emb.parameters()))
     act = str(getattr(config, "hidden_act", "") or getattr(config, "activation_function", ""))
     return ModelFacts(
+        tp_params=tp_params(model),
         params=params,
         layers=_get(config, "num_hidden_layers", "n_layer", "num_layers"),
         hidden=hidden,
@@ -174,3 +175,21 @@ def facts_of(model: Any, config: Any) -> ModelFacts:
         largest_block=max(blocks, default=params),
         model_type=str(getattr(config, "model_type", "")),
     )
+
+
+def tp_params(model: Any) -> int:
+    """Parameters the model's tensor-parallel plan (transformers' `tp_plan`: module name patterns with `*` for a
+    layer index) splits; 0 when the model has none."""
+    import re
+
+    plan = getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {}
+    if not plan:
+        return 0
+    patterns = [re.compile(re.escape(k).replace(r"\*", r"\d+") + r"(\.|$)") for k in plan]
+    seen: set[int] = set()
+    total = 0
+    for name, p in model.named_parameters():
+        if id(p) not in seen and any(pat.match(name) for pat in patterns):
+            seen.add(id(p))
+            total += p.numel()
+    return total

@@ -46,7 +46,7 @@ def _micro_batch(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
 
 
 def _zero(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
-    if s.world_size == 1:
+    if s.world_size == 1 or s.tensor_parallel > 1:  # DeepSpeed's ZeRO does not combine with the tp engine
         return
     first = s.zero_stage + 1 if s.engine == "deepspeed" else 1
     for stage in range(first, 4):
@@ -75,11 +75,14 @@ def _devices(s: Setup, limits: Limits) -> Iterator[tuple[tuple[str, ...], Setup]
     wider = {(s.nodes * g, s.nodes, g) for g in allowed if s.gpus_per_node < g <= limits.max_gpus_per_node}
     longer = {(n * s.gpus_per_node, n, s.gpus_per_node) for n in range(s.nodes + 1, limits.max_nodes + 1)}
     layouts = sorted(wider | longer)
+    tp = s.tensor_parallel
     for world, nodes, gpus in layouts:
+        if world % tp:
+            continue  # a replica's tensor-parallel ranks must fill the devices
         words: tuple[str, ...] = ("--layout", f"{nodes}n{gpus}g")
-        accum = s.grad_accum
-        if (s.grad_accum * s.world_size) % world == 0:
-            accum = s.grad_accum * s.world_size // world
+        accum, dp = s.grad_accum, world // tp
+        if (s.grad_accum * s.dp_size) % dp == 0:
+            accum = s.grad_accum * s.dp_size // dp
             if accum != s.grad_accum:
                 words = (*words, *_set("train.grad_accum", accum))
         yield words, replace(s, nodes=nodes, gpus_per_node=gpus, grad_accum=accum)

@@ -20,6 +20,7 @@ from hpclaunch import timeline
 from hpclaunch.runfiles import RunFiles
 from hpclaunch.runtime.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.corpus import builtin_corpus
+from hpclaunch.runtime.held import is_sharded, local
 from hpclaunch.runtime.metrics import MetricsWriter, full_numel
 from hpclaunch.runtime.overrides import apply_overrides, read_override, set_dropout
 
@@ -193,7 +194,12 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
     zero3_at_load(deepspeed_config)
-    model = auto.from_pretrained(path, config=config, dtype=torch.float32)
+    kwargs: dict[str, Any] = {}
+    if d.tensor_parallel > 1:  # each rank reads only its shards (hpclaunch/runtime/tensor_parallel.py)
+        from hpclaunch.runtime.tensor_parallel import distributed_config
+
+        kwargs["distributed_config"] = distributed_config(d)
+    model = auto.from_pretrained(path, config=config, dtype=torch.float32, **kwargs)
     if m.source != "generate":
         embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
         rows = getattr(embeddings, "ds_shape", embeddings.shape)[0]  # ZeRO-3: the full shape, not the shard's
@@ -210,15 +216,27 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
 
 def held_bytes(model: PreTrainedModel) -> tuple[int, int, int]:
     """(parameters, bytes of parameters this rank holds, bytes of the whole model's parameters): under
-    ZeRO-3 a rank holds its shard (`ds_tensor`), elsewhere the whole tensor."""
+    ZeRO-3 a rank holds its shard (`ds_tensor`), under tensor parallelism its DTensor shards, elsewhere
+    the whole tensor."""
     count = held = total = 0
     for p in model.parameters():
         n = full_numel(p)
         count += n
         total += n * p.element_size()
         shard = getattr(p, "ds_tensor", None)
-        held += shard.numel() * shard.element_size() if shard is not None else p.numel() * p.element_size()
+        mine = shard if shard is not None else local(p)
+        held += mine.numel() * mine.element_size()
     return count, held, total
+
+
+def sharded_bytes(model: PreTrainedModel) -> tuple[int, int]:
+    """Tensor parallel: (bytes of the weights split over the mesh, the bytes of them this rank holds)."""
+    whole = mine = 0
+    for p in model.parameters():
+        if is_sharded(p):
+            whole += p.numel() * p.element_size()
+            mine += local(p).numel() * p.element_size()
+    return whole, mine
 
 
 def load_tokenizer_and_model(
@@ -236,9 +254,14 @@ def load_tokenizer_and_model(
         model.config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     count, held, total = held_bytes(model)
+    extra: dict[str, int] = {}
+    if d.tensor_parallel > 1:
+        whole, mine = sharded_bytes(model)
+        extra = {"tensor_parallel": d.tensor_parallel, "sharded_param_bytes": whole, "held_sharded_bytes": mine}
     MetricsWriter(j.run_dir, d.rank).write("model", params=count, param_bytes=total, held_param_bytes=held,
-                                           world_size=d.world_size)
-    shard = f", partitioned at load: this rank holds {held / 2**20:.1f} of {total / 2**20:.1f} MiB"
+                                           world_size=d.world_size, **extra)
+    how = f"tensor parallel {d.tensor_parallel} x data parallel {d.dp_size}" if extra else "partitioned at load"
+    shard = f", {how}: this rank holds {held / 2**20:.1f} of {total / 2**20:.1f} MiB"
     log(f"model: {count / 1e6:.2f}M parameters" + (shard if held < total else ""))
     timeline.mark("model_loaded")  # rank 0
     return tokenizer, tokenizer_src, model

@@ -134,7 +134,7 @@ class Batches:
         self._order: list[int] | None = None
         if self.per_epoch == 0:
             raise AssetError(
-                f"{len(self.blocks)} blocks are too few for {self.world_size} ranks x micro-batch "
+                f"{len(self.blocks)} blocks are too few for {self.world_size} data-parallel ranks x micro-batch "
                 f"{self.micro_batch_size}",
                 hint="use a bigger dataset or a smaller batch",
             )
@@ -193,10 +193,11 @@ def mask_tokens(
 
 def train_and_eval_batches(blocks: dict[str, torch.Tensor], t: TrainSpec, d: Dist) -> tuple[Batches, Batches | None]:
     """This rank's training batches and, when the data has a validation split, its eval batches
-    (not shuffled, so every evaluation sees the same blocks)."""
+    (not shuffled, so every evaluation sees the same blocks): those of its replica (with tensor parallelism
+    the ranks of one replica read the same blocks)."""
     pin = d.accelerator == "cuda"  # a pageable host-to-device copy synchronises the stream first
-    train = Batches(blocks["train"], t.micro_batch_size, d.rank, d.world_size, t.seed, pin=pin)
+    train = Batches(blocks["train"], t.micro_batch_size, d.dp_rank, d.dp_size, t.seed, pin=pin)
     timeline.mark("data_ready")  # rank 0
     if "validation" not in blocks:
         return train, None
-    return train, Batches(blocks["validation"], t.micro_batch_size, d.rank, d.world_size, t.seed, shuffle=False)
+    return train, Batches(blocks["validation"], t.micro_batch_size, d.dp_rank, d.dp_size, t.seed, shuffle=False)

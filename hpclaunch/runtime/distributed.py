@@ -37,10 +37,21 @@ class Dist:
     accelerator: str
     backend: str
     device: torch.device
+    tensor_parallel: int = 1  # ranks per model replica (hpclaunch/runtime/tensor_parallel.py)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def dp_size(self) -> int:
+        """Model replicas: the data-parallel degree (the world size without tensor parallelism)."""
+        return self.world_size // self.tensor_parallel
+
+    @property
+    def dp_rank(self) -> int:
+        """This rank's replica: which micro-batches it reads (tensor-parallel ranks of a replica read the same)."""
+        return self.rank // self.tensor_parallel
 
     @property
     def module(self) -> Any:
@@ -85,8 +96,9 @@ def _disable_deepspeed_shm_op() -> None:
 
 
 def init_distributed(*, deepspeed: bool = False, seed: int | None = None, threads: int | None = None,
-                     deterministic: bool = False) -> Dist:
+                     deterministic: bool = False, tensor_parallel: int = 1) -> Dist:
     """threads: torch threads per rank on CPU (train.threads_per_rank; default: OMP_NUM_THREADS).
+    tensor_parallel: ranks per model replica (parallel.model_parallel), dividing the world size.
     deterministic (train.deterministic, the `parity` presets): deterministic kernels where the backend has
     them (a warning where it has none), no TF32, no cuDNN autotuning, so that runs on two clusters compare."""
     if deterministic:  # read by cuBLAS when it initialises: before the device is touched
@@ -107,6 +119,8 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
             RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
         )
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if world % tensor_parallel:
+        raise SystemExit(f"tensor parallel {tensor_parallel} does not divide the {world} ranks")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if accelerator == "cpu":
         device = torch.device("cpu")
@@ -138,7 +152,7 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
     timeline.mark("rendezvous_done")  # rank 0: the process group is up
     if seed is not None:
         seed_everything(seed)
-    return Dist(rank, world, local_rank, accelerator, backend, device)
+    return Dist(rank, world, local_rank, accelerator, backend, device, tensor_parallel)
 
 
 def seed_everything(seed: int) -> None:

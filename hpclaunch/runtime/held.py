@@ -26,11 +26,26 @@ def _tensors(value: Any, depth: int = 2) -> Iterator[torch.Tensor]:
             yield from _tensors(v, depth - 1)
 
 
+def local(t: torch.Tensor) -> torch.Tensor:
+    """The part of a tensor this rank stores: a DTensor's local shard (tensor parallel), any other tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    return t._local_tensor if isinstance(t, DTensor) else t
+
+
+def is_sharded(t: torch.Tensor) -> bool:
+    """A DTensor split (not replicated) over some dimension of its mesh."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    return isinstance(t, DTensor) and any(not isinstance(pl, Replicate) for pl in t.placements)
+
+
 def storage_bytes(tensors: Iterable[torch.Tensor], seen: set[int] | None = None) -> int:
-    """Bytes of the distinct storages of `tensors` not in `seen` (updated); meta and empty tensors count 0."""
+    """Bytes of the distinct storages of `tensors` not in `seen` (updated); meta and empty tensors count 0;
+    of a DTensor, its local shard's."""
     seen = set() if seen is None else seen
     total = 0
-    for t in tensors:
+    for t in map(local, tensors):
         if t.device.type == "meta" or t.numel() == 0:
             continue
         storage = t.untyped_storage()

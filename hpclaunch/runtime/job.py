@@ -33,6 +33,12 @@ class Job:
     def train(self) -> TrainSpec:
         return self.spec.recipe.train
 
+    @property
+    def tensor_parallel(self) -> int:
+        """parallel.model_parallel: ranks per model replica (1 without a parallel section)."""
+        par = self.spec.recipe.parallel
+        return par.model_parallel if par is not None else 1
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="an hpclaunch recipe script")

@@ -144,7 +144,7 @@ def train(
             loss = all_reduce_mean(loss_sum / steps_since, d).item()  # the one host sync
             d.synchronize()
             dt = time.perf_counter() - t0
-            tokens = steps_since * accum * mb * seq * d.world_size
+            tokens = steps_since * accum * mb * seq * d.dp_size  # tensor-parallel ranks share their tokens
             tps = tokens / dt
             mfu = tps / d.world_size * flops_per_token / (peak * 1e12) if peak else None
             writer.write(
@@ -158,6 +158,7 @@ def train(
                 peak_mem_bytes=d.peak_memory_bytes(),
                 mfu=mfu,
                 world_size=d.world_size,
+                tensor_parallel=d.tensor_parallel,
             )
             log(
                 f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "

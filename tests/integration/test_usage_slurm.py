@@ -45,7 +45,10 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
     elapsed, limit = map(int, sacct.split()[0].split("|"))
     assert used["source"] == "sacct" and used["state"] == "COMPLETED"
     assert used["elapsed_s"] == elapsed and used["time_limit_s"] == limit * 60 == 1800
-    assert 0 < used["cpu_efficiency"] <= 1.05 and used["cpu_s"] > 0
+    # TotalCPU over elapsed x AllocCPUS, as sacct has them (the dev cluster's nodes share two real cores and
+    # confine nothing, so a short job's ranks can use more CPU time than it was allocated: no upper bound here)
+    assert used["cpu_s"] > 0 and used["cpus"] >= 1
+    assert used["cpu_efficiency"] == pytest.approx(used["cpu_s"] / (elapsed * used["cpus"]), abs=1e-3)
     assert used["max_rss_bytes"] > 50 * 2**20 and used["req_mem_per_node_bytes"] > used["max_rss_bytes"]
     assert any(w.startswith("the job ran ") and "of the time it asked for" in w for w in used["warnings"]), used
 
