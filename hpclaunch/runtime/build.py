@@ -200,6 +200,10 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
 
         kwargs["distributed_config"] = distributed_config(d)
     model = auto.from_pretrained(path, config=config, dtype=torch.float32, **kwargs)
+    if kwargs:
+        from hpclaunch.runtime.tensor_parallel import compact_shards
+
+        compact_shards(model)
     if m.source != "generate":
         embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
         rows = getattr(embeddings, "ds_shape", embeddings.shape)[0]  # ZeRO-3: the full shape, not the shard's

@@ -34,10 +34,13 @@ def local(t: torch.Tensor) -> torch.Tensor:
 
 
 def is_sharded(t: torch.Tensor) -> bool:
-    """A DTensor split (not replicated) over some dimension of its mesh."""
+    """A DTensor split (not replicated) over some dimension of its mesh that has more than one rank."""
     from torch.distributed.tensor import DTensor, Replicate
 
-    return isinstance(t, DTensor) and any(not isinstance(pl, Replicate) for pl in t.placements)
+    if not isinstance(t, DTensor):
+        return False
+    sizes = t.device_mesh.shape
+    return any(not isinstance(pl, Replicate) and n > 1 for pl, n in zip(t.placements, sizes, strict=True))
 
 
 def storage_bytes(tensors: Iterable[torch.Tensor], seen: set[int] | None = None) -> int:

@@ -445,10 +445,12 @@ def test_ascend_device_counts_per_node(hpclaunch, hpc_home):
     assert _dry(hpclaunch, "allreduce", "--profile", "ascend-910", "--layout", "1n4g").exit_code == 0
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
-def test_parallel_settings_on_a_launcher_that_ignores_them(hpclaunch, hpc_home, tmp_path, launcher):
+@pytest.mark.parametrize("launcher, expected", [
+    ("torchrun", "its script implements data parallelism only"),
+    ("deepspeed", "DeepSpeed shards with ZeRO and would ignore it")])
+def test_parallel_settings_on_a_launcher_that_ignores_them(hpclaunch, hpc_home, tmp_path, launcher, expected):
     folder = _recipe(tmp_path, launcher=launcher, parallel={"model_parallel": 2})
-    _error(_dry(hpclaunch, str(folder), "--profile", "local"), "parallel section", "needs launcher: msrun")
+    _error(_dry(hpclaunch, str(folder), "--profile", "local"), "parallel", expected)
 
 
 # 14. Ascend: visible devices from Slurm's allocation --------------------------------------------------

@@ -17,8 +17,17 @@ REPO = Path(__file__).resolve().parents[2]
      "deepspeed.config: scheduler:"),
     (("gpt2", "--preset", "generated", "--set", "launcher=deepspeed"),
      "train.compile: torch.compile is applied by the torch engine"),
-    (("gpt2", "--preset", "tiny", "--set", "parallel.model_parallel=4"),
-     "a parallel section (MindSpore's data/model/pipeline parallel) needs launcher: msrun"),
+    (("gpt2", "--preset", "tiny", "--set", "parallel.model_parallel=2"),
+     "recipe gpt2: model_parallel(2) asked, but its script implements data parallelism only"),
+    (("mixtral", "--preset", "tiny", "--set", "parallel.model_parallel=2"),
+     "DeepSpeed shards with ZeRO and would ignore it"),
+    (("mixtral", "--preset", "tp", "--set", "parallel.pipeline_stage=2"),
+     "parallel.pipeline_stage=2: the torch recipes implement tensor and data parallelism, not pipeline stages"),
+    (("mixtral", "--preset", "tp", "--set", "parallel.optimizer_shard=true"),
+     "parallel: optimizer_shard=True are MindSpore settings (launcher msrun) that torchrun would ignore"),
+    (("mixtral", "--preset", "tp", "--set", "parallel.model_parallel=4", "--set",
+      "model.config.num_attention_heads=4"),
+     "model_parallel(4) does not divide num_key_value_heads(2)"),
 ])
 def test_a_setting_the_job_would_ignore_is_refused(hpclaunch, hpc_home: Path, args: tuple[str, ...],
                                                    expected: str) -> None:
@@ -35,3 +44,22 @@ def test_the_same_settings_done_the_supported_way_are_accepted(hpclaunch, hpc_ho
         result = hpclaunch("submit", str(REPO / "recipes" / recipe), "--profile", "local", "--preset", "tiny",
                            *sets, "--dry-run")
         assert result.exit_code == 0, result.output
+
+
+def test_the_tp_plan_halves_what_a_rank_holds(hpclaunch, hpc_home: Path) -> None:
+    """`hpclaunch plan`: tp 2 x dp 2 on 4 devices keeps the global batch of DDP on 4 and holds about half of
+    the model states per device (Mixtral's tp_plan splits all but the norms and the router)."""
+    import json
+
+    plans = {}
+    for preset in ("tp", "tp1"):
+        result = hpclaunch("plan", str(REPO / "recipes" / "mixtral"), "--profile", "local", "--preset", preset,
+                           "--set", "model.config.hidden_size=1024", "--set", "model.config.intermediate_size=4096",
+                           "--json")  # wide enough for GiB figures with three decimals
+        assert result.exit_code == 0, result.output
+        plans[preset] = json.loads(result.stdout)
+    tp, ddp = plans["tp"], plans["tp1"]
+    assert (tp["tensor_parallel"], tp["data_parallel"]) == (2, 2) and (ddp["tensor_parallel"], ddp["data_parallel"]) == (1, 4)
+    assert tp["global_batch"] == ddp["global_batch"] == 16 and tp["tokens_per_step"] == ddp["tokens_per_step"]
+    assert 0.5 <= tp["model_states_gib"] / ddp["model_states_gib"] < 0.51  # the norms and routers stay whole
+    assert tp["activations_gib"] < ddp["activations_gib"] * 2  # twice the micro-batch, its inner tensors halved
