@@ -232,6 +232,13 @@ def _implemented(recipe: Recipe) -> None:
     asked = {"model": par.model_parallel, "pipeline": par.pipeline_stage}
     missing = [f"{name}_{'parallel' if name == 'model' else 'stage'}({n})" for name, n in asked.items()
                if n > 1 and name not in par.implemented]
+    if par.optimizer_shard and "optimizer_shard" not in par.implemented:
+        raise ConfigError(
+            f"recipe {recipe.name}: parallel.optimizer_shard asked, but its script does not shard the optimizer "
+            f"(parallel.implemented: {', '.join(par.implemented)}): it would keep whole AdamW states on every rank",
+            key="parallel.optimizer_shard",
+            hint="set parallel.optimizer_shard=false; `hpclaunch plan` shows the memory per device without it "
+                 "(MindSpore's parallel optimizer needs graph mode with semi-auto parallel, as in MindFormers)")
     if missing:
         raise ConfigError(
             f"recipe {recipe.name}: {' and '.join(missing)} asked, but its script implements "

@@ -148,7 +148,7 @@ MODELS = {'JobSpec': {'fields': (('hpclaunch_version', ('str',), {}, ('input', '
                              ('recompute', ('bool',), {}, ('input', False)),
                              ('vocab_emb_dp', ('bool',), {}, ('input', True)),
                              ('implemented',
-                              ('tuple', ('literal', ('data', 'model', 'pipeline'))),
+                              ('tuple', ('literal', ('data', 'model', 'pipeline', 'optimizer_shard'))),
                               {},
                               ('input', ('data',)))),
                   'field_validators': (),

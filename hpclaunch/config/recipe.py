@@ -105,9 +105,9 @@ class ParallelSpec(StrictModel):
     optimizer_shard: bool = Field(False, description="shard the optimizer state across data-parallel ranks")
     recompute: bool = Field(False, description="recompute activations in the backward pass")
     vocab_emb_dp: bool = Field(True, description="the vocabulary embedding data-parallel (not model-parallel)")
-    implemented: tuple[Literal["data", "model", "pipeline"], ...] = Field(
-        ("data",), description="what the recipe's script implements; model_parallel or pipeline_stage above 1 "
-                               "is refused before queueing unless listed here")
+    implemented: tuple[Literal["data", "model", "pipeline", "optimizer_shard"], ...] = Field(
+        ("data",), description="what the recipe's script implements; model_parallel or pipeline_stage above 1, "
+                               "or optimizer_shard, is refused before queueing unless listed here")
 
 
 class MsrunSpec(StrictModel):
@@ -139,7 +139,7 @@ class Recipe(StrictModel):
     time: SlurmTimeText | None = Field(None, description="time limit, e.g. 04:00:00 (default: the profile's)")
     train: TrainSpec = Field(TrainSpec(), description="hyper-parameters")
     deepspeed: DeepSpeedSpec | None = Field(None, description="DeepSpeed settings (launcher: deepspeed)")
-    parallel: ParallelSpec | None = Field(None, description="data/model/pipeline parallel: MindSpore's (launcher msrun), tensor x data (torchrun)")
+    parallel: ParallelSpec | None = Field(None, description="MindSpore's parallel (msrun); tensor x data (torchrun)")
     msrun: MsrunSpec | None = Field(None, description="msrun settings (launcher: msrun)")
     watchdog: WatchdogSpec = Field(WatchdogSpec(), description="the hang watchdog, over the profile's settings")
     args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")

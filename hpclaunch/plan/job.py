@@ -23,13 +23,19 @@ def setup_of(spec: JobSpec) -> Setup:
     ds = spec.recipe.deepspeed or light.validate("DeepSpeedSpec", {})  # the launcher's defaults
     deepspeed = spec.recipe.launcher == "deepspeed"
     t = spec.recipe.train
+    par = spec.recipe.parallel
+    mindspore_run = spec.recipe.launcher == "msrun"
+    checkpointing = t.activation_checkpointing
+    if mindspore_run:  # MindSpore recomputes with parallel.recompute, on GPU and Ascend (not on its CPU backend)
+        checkpointing = bool(par and par.recompute) and spec.profile.accelerator != "cpu"
     return Setup(engine="deepspeed" if deepspeed else "ddp", zero_stage=ds.zero_stage if deepspeed else 0,
                  offload_optimizer=deepspeed and ds.offload_optimizer, offload_param=deepspeed and ds.offload_param,
                  precision=precision_for(spec), nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                  micro_batch=t.micro_batch_size, grad_accum=spec.grad_accum, seq_len=t.seq_len,
-                 checkpointing=t.activation_checkpointing, accelerator=spec.profile.accelerator,
+                 checkpointing=checkpointing, accelerator=spec.profile.accelerator,
                  compiled=t.compile and not deepspeed,
-                 tensor_parallel=spec.recipe.parallel.model_parallel if spec.recipe.parallel else 1)
+                 tensor_parallel=par.model_parallel if par is not None and spec.recipe.launcher == "torchrun" else 1,
+                 framework="mindspore" if mindspore_run else "torch")
 
 
 def limits_of(spec: JobSpec) -> Limits:
@@ -75,6 +81,8 @@ class Plan:
     def how(self) -> str:
         s = self.setup
         engine = "DDP" if s.engine == "ddp" else f"DeepSpeed ZeRO-{s.zero_stage}"
+        if s.framework == "mindspore":
+            engine = "MindSpore data parallel"
         if s.tensor_parallel > 1:
             engine = f"tensor parallel {s.tensor_parallel} x data parallel {s.dp_size}"
         offload = [n for n, on in (("optimizer", s.offload_optimizer), ("params", s.offload_param)) if on]

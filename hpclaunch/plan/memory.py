@@ -65,13 +65,14 @@ class ModelFacts:
     largest_block: int = 0  # parameters of the largest layer or embedding (what ZeRO-3 gathers at once)
     model_type: str = ""
     tp_params: int = 0  # parameters the model's tensor-parallel plan splits (0: the model has no tp_plan)
+    attention_scores: bool = False  # attention computed explicitly: the s x s scores and softmax are kept
 
 
 @dataclass(frozen=True)
 class Setup:
     """How the job trains: engine, ZeRO, precision, layout and batch."""
 
-    engine: str  # "ddp" (torch) or "deepspeed"
+    engine: str  # "ddp" (torch; MindSpore's data parallel has the same states) or "deepspeed"
     zero_stage: int
     offload_optimizer: bool
     offload_param: bool
@@ -85,6 +86,7 @@ class Setup:
     accelerator: str = "cuda"
     compiled: bool = False  # torch.compile: elementwise chains fused, their intermediates not kept
     tensor_parallel: int = 1  # ranks per model replica (parallel.model_parallel, torch engine)
+    framework: str = "torch"  # or "mindspore" (recipes/gpt_mindspore: fp32 states, AdamWeightDecay)
 
     @property
     def world_size(self) -> int:
@@ -192,6 +194,8 @@ def activation_bytes(m: ModelFacts, s: Setup) -> float:
     if m.experts > 1:
         mlp = m.top_k * mlp + m.experts * 4  # each token through top_k experts; fp32 router logits
     layer = tokens * (norms + attention + mlp)
+    if m.attention_scores:  # scaled scores, scores + mask, softmax: s x s per head and sequence
+        layer += 3 * s.micro_batch * (m.heads / tp) * s.seq_len * s.seq_len * a
     if s.checkpointing:
         layers = m.layers * tokens * h * a + layer  # layer inputs, one layer recomputed at a time
     else:

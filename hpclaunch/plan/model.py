@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch import cache
 from hpclaunch.errors import NoPlan
+from hpclaunch.plan import mindspore
 from hpclaunch.plan.memory import ModelFacts
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
     if m is None:
         raise NoPlan(f"recipe {spec.recipe.name} has no model section")
     if spec.recipe.launcher == "msrun":
-        raise NoPlan("the plan covers the torch recipes (torchrun, deepspeed); MindSpore models are not planned yet")
+        raise NoPlan(f"model type {m.model_type!r} under msrun: the plan knows the torch models and "
+                     "recipes/gpt_mindspore's GPT")
     base: dict[str, Any] | None = None
     vocab: int | None = None
     if m.source == "generate":
@@ -62,6 +64,9 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
 
 
 def model_facts(spec: JobSpec) -> ModelFacts:
+    m = spec.recipe.model
+    if spec.recipe.launcher == "msrun" and m is not None and m.model_type == mindspore.MODEL_TYPE:
+        return mindspore.gpt_facts(dict(m.config), spec.recipe.train.seq_len, source=f"recipe {spec.recipe.name}")
     inputs = config_inputs(spec)
     name = cache.key(json.dumps(inputs, sort_keys=True, default=str), _transformers_version(),
                      cache.code_stamp("plan/model.py"))

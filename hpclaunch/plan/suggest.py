@@ -31,8 +31,10 @@ def _set(key: str, value: object) -> tuple[str, str]:
 
 
 def _checkpointing(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
-    if not s.checkpointing:
-        yield _set("train.activation_checkpointing", True), replace(s, checkpointing=True)
+    if s.checkpointing or (s.framework == "mindspore" and s.accelerator == "cpu"):
+        return
+    key = "parallel.recompute" if s.framework == "mindspore" else "train.activation_checkpointing"
+    yield _set(key, True), replace(s, checkpointing=True)
 
 
 def _micro_batch(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
@@ -46,7 +48,7 @@ def _micro_batch(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
 
 
 def _zero(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
-    if s.world_size == 1 or s.tensor_parallel > 1:  # DeepSpeed's ZeRO does not combine with the tp engine
+    if s.world_size == 1 or s.tensor_parallel > 1 or s.framework != "torch":  # ZeRO: the torch recipes' alone
         return
     first = s.zero_stage + 1 if s.engine == "deepspeed" else 1
     for stage in range(first, 4):

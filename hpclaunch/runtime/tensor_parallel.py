@@ -40,10 +40,7 @@ def distributed_config(d: Dist) -> DistributedConfig:
     from transformers import DistributedConfig
 
     _quiet()
-    kwargs: dict[str, int] = {"tp_size": d.tensor_parallel}
-    if d.dp_size > 1:
-        kwargs["dp_replicate_size"] = d.dp_size
-    return DistributedConfig(**kwargs)
+    return DistributedConfig(tp_size=d.tensor_parallel, dp_replicate_size=d.dp_size if d.dp_size > 1 else None)
 
 
 def compact_shards(model: torch.nn.Module) -> int:
@@ -56,7 +53,8 @@ def compact_shards(model: torch.nn.Module) -> int:
             shard = local(p)
             extra = shard.untyped_storage().nbytes() - shard.numel() * shard.element_size()
             if extra > 0:
-                shard.set_(shard.clone())  # the same tensor object (FSDP's and the optimizer's), a new storage
+                fresh = shard.clone()  # the same tensor object (FSDP's and the optimizer's), a new storage
+                shard.set_(fresh.untyped_storage(), 0, fresh.shape, fresh.stride())
                 freed += extra
     return freed
 

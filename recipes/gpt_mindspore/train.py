@@ -202,6 +202,9 @@ def main() -> int:
     if par.get("recompute") and target != "CPU":
         for blk in net.blocks:
             blk.recompute()
+    elif par.get("recompute") and rank == 0:
+        print("gpt_mindspore: parallel.recompute is not applied: MindSpore's CPU backend does not recompute",
+              flush=True)
     params = net.trainable_params()
     decay = [p for p in params if len(p.shape) >= 2]  # matrices decay; norms and biases do not
     other = [p for p in params if len(p.shape) < 2]

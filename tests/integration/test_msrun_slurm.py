@@ -96,6 +96,11 @@ def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
     assert len(sums) == 1, sums  # data parallel: every rank holds the same parameters
     assert (run_dir / "checkpoints" / "gpt-final.ckpt").is_file()
     assert not _leftovers(run_dir)
+    # the memory plan's parameter count (arithmetic on the config, hpclaunch/plan/mindspore.py) is the model's
+    counted = int(re.search(r"target CPU, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
+    plan = hpclaunch("plan", RECIPE, "--profile", "dev-slurm", "--preset", "tiny", "--json")
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["params"] == counted
 
 
 def test_failing_worker_fails_the_job_with_its_code(hpclaunch):

@@ -59,7 +59,8 @@ def test_the_tp_plan_halves_what_a_rank_holds(hpclaunch, hpc_home: Path) -> None
         assert result.exit_code == 0, result.output
         plans[preset] = json.loads(result.stdout)
     tp, ddp = plans["tp"], plans["tp1"]
-    assert (tp["tensor_parallel"], tp["data_parallel"]) == (2, 2) and (ddp["tensor_parallel"], ddp["data_parallel"]) == (1, 4)
+    assert (tp["tensor_parallel"], tp["data_parallel"]) == (2, 2)
+    assert (ddp["tensor_parallel"], ddp["data_parallel"]) == (1, 4)
     assert tp["global_batch"] == ddp["global_batch"] == 16 and tp["tokens_per_step"] == ddp["tokens_per_step"]
     assert 0.5 <= tp["model_states_gib"] / ddp["model_states_gib"] < 0.51  # the norms and routers stay whole
     assert tp["activations_gib"] < ddp["activations_gib"] * 2  # twice the micro-batch, its inner tensors halved
