@@ -156,6 +156,25 @@ def row(r: registry.JobRecord, s: JobStatus) -> Row:
     return out
 
 
+def progress_text(run_dir: Path) -> str:
+    """One line of a running job's progress from its rank-0 metrics: `step 120/1000  loss 3.214  45.0k tok/s
+    ETA 12m30s`; empty before the first training record."""
+    train = _train_records(run_dir)
+    if not train:
+        return ""
+    total = max_steps(run_dir)
+    last = train[-1]
+    r = Row(job="", state="", step=last["step"], max_steps=total, loss=float(last["loss"]))
+    tps = last.get("tokens_per_s")
+    parts = [f"step {_step(r)}", f"loss {_num(r.loss)}"]
+    if isinstance(tps, (int, float)):
+        parts.append(f"{_rate(float(tps))} tok/s")
+    eta = _eta(train, total)
+    if eta is not None:
+        parts.append(f"ETA {seconds(eta)}")
+    return "  ".join(parts)
+
+
 def chosen(records: list[registry.JobRecord], jobs: Sequence[str],
            found: dict[str, JobStatus] | None = None) -> list[registry.JobRecord]:
     """The named jobs; without names the newest RECENT records (running ones are kept first when `found`)."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -13,14 +18,49 @@ from hpclaunch.schedulers.base import JobStatus
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
+class StatusLine:
+    """On a terminal, the job's progress (step / max, loss, tokens/s, ETA: hpclaunch.watch.progress_text) kept
+    as the last line under the streamed ones: cleared before each line is printed, drawn again after it (read
+    from the metrics at most once per `interval` seconds). Nothing when stdout or `stream` is not a terminal,
+    so a pipe or a log file gets the lines alone."""
+
+    def __init__(self, run_dir: Path, stream: TextIO | None = None, interval: float = 1.0) -> None:
+        self.run_dir, self.stream, self.interval = run_dir, stream or sys.stderr, interval
+        self.enabled = self.stream.isatty() and sys.stdout.isatty()
+        self.text, self.shown, self.read_at = "", False, 0.0
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+    def draw(self) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.read_at >= self.interval:
+            from hpclaunch.watch import progress_text
+
+            self.text, self.read_at = progress_text(self.run_dir), now
+        if self.text and not self.shown:
+            width = shutil.get_terminal_size((80, 24)).columns - 1
+            self.stream.write(f"\x1b[2m{self.text[:width]}\x1b[0m")
+            self.stream.flush()
+            self.shown = True
+
+
 def print_followed(job_id: str, events: Iterator[Event], emit: Callable[[Line], None], *,
-                   restarts: bool = True) -> JobStatus | None:
+                   restarts: bool = True, status: StatusLine | None = None) -> JobStatus | None:
     """Print each line through `emit` (and `==> restart N <==` when a new restart starts); return the job's
     final status. While the job is queued, say why on stderr, again each time the reason changes, and when
-    it starts. Ctrl-C stops the following, not the job: say so and how to re-attach or cancel, exit 130."""
+    it starts; while it runs, keep `status` (a terminal's progress line) under the lines. Ctrl-C stops the
+    following, not the job: say so and how to re-attach or cancel, exit 130."""
     queued = False
+    line = status or _NoStatus()
     try:
         for event in events:
+            line.clear()
             if isinstance(event, Line):
                 emit(event)
             elif isinstance(event, State):
@@ -29,12 +69,22 @@ def print_followed(job_id: str, events: Iterator[Event], emit: Callable[[Line], 
                 click.echo(f"==> restart {event.restart} <==")
             elif isinstance(event, End):
                 return event.status
+            line.draw()
     except KeyboardInterrupt:
+        line.clear()
         click.echo(f"\nhpclaunch: stopped following job {job_id}; the job still runs.\n"
                    f"  re-attach: hpclaunch logs {job_id} -f\n"
                    f"  cancel it: hpclaunch cancel {job_id}", err=True)
         raise click.exceptions.Exit(INTERRUPTED) from None
     return None
+
+
+class _NoStatus:
+    def clear(self) -> None:
+        pass
+
+    def draw(self) -> None:
+        pass
 
 
 def _say_state(event: State, queued: bool) -> bool:

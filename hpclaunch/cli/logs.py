@@ -99,14 +99,15 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
             click.echo(line.prefixed())
 
     if follow:
-        from hpclaunch.cli.follow import print_followed
+        from hpclaunch.cli.follow import StatusLine, print_followed
         from hpclaunch.logs.follow import follow_job
 
         if tail:
             for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
                 emit(line)
         events = follow_job(record.job_id, rank=rank, pattern=pattern, start_at_end=bool(tail))
-        print_followed(record.job_id, events, emit, restarts=not as_json)
+        print_followed(record.job_id, events, emit, restarts=not as_json,
+                       status=None if as_json else StatusLine(run_dir))
         return
 
     files = RunFiles(run_dir).rank_logs(rank=rank, restart=restart)

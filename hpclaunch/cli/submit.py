@@ -15,6 +15,8 @@ from hpclaunch.errors import JobFailed
 from hpclaunch.resolve import CliOverrides
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hpclaunch.jobspec import JobSpec
 
 
@@ -111,7 +113,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                    + (f", waiting for {waits}" if waits else ""))
         click.echo(f"run directory: {job.run_dir}")
     if follow and job.job_id is not None:
-        _follow(job.job_id)
+        _follow(job.job_id, job.run_dir)
 
 
 def say_inject(spec: JobSpec) -> None:
@@ -162,13 +164,14 @@ def _say_excluded() -> None:
                    f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(info['until'])))}", err=True)
 
 
-def _follow(job_id: str) -> None:
-    """Stream the job script's output until the job ends; exit 1 unless it COMPLETED."""
-    from hpclaunch.cli.follow import print_followed  # only when following: keeps the dry-run light
+def _follow(job_id: str, run_dir: Path) -> None:
+    """Stream the job script's output until the job ends (on a terminal with the progress line under it);
+    exit 1 unless it COMPLETED."""
+    from hpclaunch.cli.follow import StatusLine, print_followed  # only when following: keeps the dry-run light
     from hpclaunch.logs.follow import follow_job
 
     events = follow_job(job_id, rank_logs=False, job_output=job_id)
-    status = print_followed(job_id, events, lambda line: click.echo(line.text))
+    status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
     if status is None:
         return
     click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),
