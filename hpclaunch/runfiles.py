@@ -65,6 +65,7 @@ ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
 TIMELINE = "timeline.jsonl"
 TENSORBOARD = "tensorboard"
 PROVENANCE = "provenance.json"
+USAGE = "usage"  # usage/node-<N>.restart-<R>.jsonl: each node's samples (hpclaunch/runtime/sampler.py)
 _CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 # --- the variables the job script exports for everything that runs inside the job
@@ -244,6 +245,13 @@ class RunFiles:
     @property
     def tensorboard(self) -> Path:
         return self.root / TENSORBOARD
+
+    @property
+    def usage(self) -> Path:
+        return self.root / USAGE
+
+    def usage_samples(self, node: int | str, restart: int | str) -> Path:
+        return self.usage / f"node-{node}.restart-{restart}.jsonl"
 
     # --- reading back
     def job_outputs(self) -> list[Path]:

@@ -1,12 +1,16 @@
 """How well a job used what it asked for (`report`'s usage section): elapsed vs requested time, CPU
 efficiency (TotalCPU / (elapsed x allocated CPUs)) and peak memory (the largest MaxRSS of any step, i.e. of
 one task: one per node under torchrun/deepspeed/msrun) against the memory asked per node, from `sacct` when
-Slurm accounting is on (like reportseff); otherwise elapsed vs limit from the scheduler's status alone. A
-warning in words for each resource a finished job used less than half of. Standard library only."""
+Slurm accounting is on (like reportseff); otherwise elapsed vs limit from the scheduler's status, and CPU time
+and peak memory from the job's own samples (hpclaunch/runtime/sampler.py, RUN_DIR/usage/). Device
+utilisation and memory come from those samples too (nvidia-smi; none on a CPU node, which it says). A warning
+in words for each resource a finished job used less than half of. Standard library only."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.schedulers.base import clock
@@ -131,4 +135,79 @@ def describe(u: dict[str, Any], size: Any = None) -> str:
         asked = u["req_mem_per_node_bytes"]
         parts.append(f"peak memory {size(u['max_rss_bytes'])}"
                      + (f" of {size(asked)} per node ({u['memory_used']:.0%})" if asked else ""))
+    return ", ".join(parts)
+
+
+def read_samples(usage_dir: Path) -> list[list[dict[str, Any]]]:
+    """The samples of each node and restart (RUN_DIR/usage/node-<N>.restart-<R>.jsonl), one list per file."""
+    out = []
+    for path in sorted(usage_dir.glob("node-*.restart-*.jsonl")) if usage_dir.is_dir() else []:
+        recs = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                recs.append(rec)
+        if recs:
+            out.append(recs)
+    return out
+
+
+def _nums(recs: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in recs if isinstance(r.get(key), (int, float))]
+
+
+def with_samples(u: dict[str, Any], files: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """`u` (elapsed vs limit from the status) with the CPU time, CPUs and peak memory of the job's samples."""
+    if not files:
+        return u
+    cpu_s = sum(max(_nums(recs, "cpu_s"), default=0.0) for recs in files)
+    cpus_by_node: dict[str, int] = {}
+    for recs in files:
+        for r in recs:
+            if isinstance(r.get("cpus"), int):
+                cpus_by_node[str(r.get("node"))] = max(r["cpus"], cpus_by_node.get(str(r.get("node")), 0))
+    peak = max((v for recs in files for v in _nums(recs, "rss_bytes")), default=None)
+    out = summarize(state=u["state"], source="samples", elapsed_s=u["elapsed_s"], limit_s=u["time_limit_s"],
+                    cpu_s=round(cpu_s, 2), cpus=sum(cpus_by_node.values()) or None, nodes=len(cpus_by_node) or None,
+                    max_rss_bytes=int(peak) if peak is not None else None)
+    out["note"] = ("CPU time and peak memory from the job's own samples (every "
+                   "HPCLAUNCH_SAMPLE_INTERVAL s, 30 by default): a memory peak between two samples is not seen")
+    return out
+
+
+def devices(files: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Device utilisation and memory over the samples: mean utilisation, the peak memory of any device against
+    its total; on nodes with no device tool, says so. A warning when the devices were less than half busy."""
+    samples = [(r, d) for recs in files for r in recs for d in (r.get("devices") or []) if isinstance(d, dict)]
+    if not files:
+        return {"source": None, "note": "no usage samples in the run directory (a job from before they existed)"}
+    if not samples:
+        return {"source": None, "note": "no device tool (nvidia-smi) on the job's nodes: CPU only, no device usage"}
+    utils = [d["utilization"] for _, d in samples if isinstance(d.get("utilization"), (int, float))]
+    used = [d["memory_used_bytes"] for _, d in samples if isinstance(d.get("memory_used_bytes"), int)]
+    total = [d["memory_total_bytes"] for _, d in samples if isinstance(d.get("memory_total_bytes"), int)]
+    count = len({(r.get("node"), d.get("index")) for r, d in samples})
+    out: dict[str, Any] = {
+        "source": next((r.get("tool") for r, _ in samples if r.get("tool")), None), "count": count,
+        "samples": len(samples), "mean_utilization": round(sum(utils) / len(utils), 4) if utils else None,
+        "peak_memory_bytes": max(used, default=None), "memory_total_bytes": max(total, default=None)}
+    out["warnings"] = []
+    if out["mean_utilization"] is not None and out["mean_utilization"] < LOW:
+        out["warnings"].append(f"the job kept its {count} device(s) {out['mean_utilization']:.0%} busy on average: "
+                               "look for input or communication stalls (hpclaunch report's tokens/s)")
+    return out
+
+
+def describe_devices(dev: dict[str, Any], size: Any) -> str:
+    if dev.get("source") is None:
+        return dev.get("note", "")
+    parts = [f"{dev['count']} device(s) ({dev['source']}, {dev['samples']} samples)"]
+    if dev["mean_utilization"] is not None:
+        parts.append(f"utilisation {dev['mean_utilization']:.0%} on average")
+    if dev["peak_memory_bytes"] is not None:
+        parts.append(f"peak memory {size(dev['peak_memory_bytes'])}"
+                     + (f" of {size(dev['memory_total_bytes'])}" if dev["memory_total_bytes"] else ""))
     return ", ".join(parts)

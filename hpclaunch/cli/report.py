@@ -48,10 +48,12 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
     used = _usage(record)
+    dev = used["devices"]
     text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
-                      *(f"warning: {w}" for w in used["warnings"]),
+                      f"devices: {usage.describe_devices(dev, human)}",
+                      *(f"warning: {w}" for w in [*used["warnings"], *dev.get("warnings", [])]),
                       *(f"note: {n}" for n in [used.get("note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
@@ -64,11 +66,17 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
 
 
 def _usage(record: registry.JobRecord) -> dict:
-    """Elapsed vs requested time, CPU efficiency and peak memory (sacct when accounting is on)."""
+    """Elapsed vs requested time, CPU efficiency and peak memory (sacct when accounting is on, else the job's
+    own samples), and the devices' utilisation and memory (samples)."""
     from hpclaunch.jobstate import statuses
     from hpclaunch.schedulers import get_scheduler
 
-    return get_scheduler(record.scheduler).usage(record.job_id) or usage.from_status(statuses([record])[record.job_id])
+    samples = usage.read_samples(RunFiles(Path(record.run_dir)).usage)
+    used = get_scheduler(record.scheduler).usage(record.job_id)
+    if used is None:  # no accounting (or the local scheduler): the time from the status, the rest from samples
+        used = usage.with_samples(usage.from_status(statuses([record])[record.job_id]), samples)
+    used["devices"] = usage.devices(samples)
+    return used
 
 
 def _elements(record: registry.JobRecord) -> list[tuple[str, str, Metrics]]:

@@ -6,6 +6,8 @@ Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor
   CMD starts, even those that start their own session (msrun's workers) or are orphaned;
 - passes TERM, INT, HUP, USR1 and USR2 on to CMD; after TERM or INT it gives CMD ``--grace`` seconds,
   then kills every tagged process;
+- samples the job's CPU time and memory on the node, and its devices' utilisation and memory
+  (``hpclaunch.runtime.sampler``: RUN_DIR/usage/node-<N>.restart-<R>.jsonl);
 - watches the ranks' progress records (``hpclaunch.runtime.progress``; every rank of the job, read from
   the shared run directory): when no rank has progressed for the timeout, it writes the verdict
   (``RUN_DIR/logs/watchdog.restart-<N>.json``: which rank stopped first, at which step and phase, which
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from hpclaunch.runfiles import ENV_RESTART, RunFiles
 from hpclaunch.runtime.progress import WAITING_PHASES, read_all
+from hpclaunch.runtime.sampler import Sampler, interval_from_env
 
 HUNG_EXIT_CODE = 124
 TAG_VAR = "HPCLAUNCH_SUPERVISOR_TAG"
@@ -165,12 +168,16 @@ def supervise(argv: list[str], *, timeout: float, init_timeout: float, adaptive:
     for sig in _FORWARDED:
         signal.signal(sig, forward)
     watch = Watch(timeout, init_timeout, adaptive, min_timeout)
+    sampler = Sampler(run.usage_samples(node, restart), node, lambda: sorted({child.pid, *_tagged(tag)}),
+                      interval_from_env())
     while True:
+        sampler.poll(time.time())
         try:
             code = child.wait(timeout=poll)
         except subprocess.TimeoutExpired:
             code = None
         if code is not None:
+            sampler.sample(ended=True)  # the last: what the ranks used up to their end
             _kill_all(tag)  # anything CMD left behind (msrun workers in their own sessions)
             return _exit_code(code)
         if stop_at and time.time() > stop_at[0]:

@@ -47,3 +47,26 @@ def test_without_accounting_only_the_time_and_no_warning_while_running():
     assert running["warnings"] == []
     well_used = usage.from_status(JobStatus("7", "COMPLETED", elapsed="50:00", time_limit="1:00:00"))
     assert well_used["warnings"] == []
+
+
+def test_nvidia_smi_query_rows_with_and_without_values():
+    from hpclaunch.runtime.sampler import parse_nvidia_query
+
+    # nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits
+    rows = parse_nvidia_query("0, 87, 40531, 81559\n1, [N/A], [N/A], 81559\n\n")
+    assert rows[0] == {"index": 0, "utilization": 0.87, "memory_used_bytes": 40531 * 2**20,
+                       "memory_total_bytes": 81559 * 2**20}
+    assert rows[1]["utilization"] is None and rows[1]["memory_used_bytes"] is None
+    assert parse_nvidia_query("No devices were found\n") == []
+
+
+def test_usage_from_samples_sums_nodes_and_keeps_the_peak():
+    base = usage.from_status(JobStatus("7", "COMPLETED", elapsed="1:40", time_limit="10:00", source="scontrol"))
+    node0 = [{"node": "0", "cpus": 4, "cpu_s": 50.0, "rss_bytes": 2 * 2**30, "devices": None},
+             {"node": "0", "cpus": 4, "cpu_s": 120.0, "rss_bytes": 3 * 2**30, "devices": None}]
+    node1 = [{"node": "1", "cpus": 4, "cpu_s": 100.0, "rss_bytes": 1 * 2**30, "devices": None}]
+    u = usage.with_samples(base, [node0, node1])
+    assert (u["source"], u["cpu_s"], u["cpus"], u["nodes"]) == ("samples", 220.0, 8, 2)
+    assert u["cpu_efficiency"] == pytest.approx(220 / (100 * 8), abs=1e-4) and u["max_rss_bytes"] == 3 * 2**30
+    assert any("kept its 8 CPUs 28% busy" in w for w in u["warnings"])
+    assert usage.devices([node0, node1])["note"].startswith("no device tool")
