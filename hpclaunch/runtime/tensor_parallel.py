@@ -16,14 +16,14 @@ the bytes a rank really holds.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hpclaunch.runtime.held import held_states, local, storage_bytes
+from hpclaunch.runtime.engine import _DTYPES, TorchEngine
+from hpclaunch.runtime.held import local, storage_bytes
 from hpclaunch.runtime.schedule import make_optimizer, make_scheduler
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
     from hpclaunch.config.recipe import TrainSpec
     from hpclaunch.runtime.distributed import Dist
-
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def distributed_config(d: Dist) -> DistributedConfig:
@@ -93,31 +91,23 @@ def _quiet() -> None:
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
 
 
-class TensorParallelEngine:
-    """The Engine of hpclaunch/runtime/engine.py for a model sharded by `distributed_config`."""
+class TensorParallelEngine(TorchEngine):
+    """The Engine of hpclaunch/runtime/engine.py for a model sharded by `distributed_config`: TorchEngine's
+    autocast, learning rate, zero_grad, eval forward and held states; its own micro-step (FSDP2's gradient
+    sync instead of DDP's no_sync), clipping across meshes and per-rank checkpoints."""
 
     def __init__(self, model: PreTrainedModel, train: TrainSpec, d: Dist, precision: str, grad_accum: int) -> None:
+        # not TorchEngine.__init__: the model is already placed and sharded; no DDP wrapper, no GradScaler
         self.d, self.train, self.accum = d, train, grad_accum
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.module = model
-        self.model: torch.nn.Module = model
+        self.model = model
         self.optimizer = make_optimizer(model, train, d.accelerator)
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
-        self.grad_bytes: int | None = None
-
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.d.accelerator, dtype=self.dtype)
-
-    @property
-    def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    def zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=False)
+        self.scaler = None
+        self.grad_bytes = None
 
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         sync = getattr(self.module, "set_requires_gradient_sync", None)  # FSDP2 over the replicas
@@ -135,10 +125,6 @@ class TensorParallelEngine:
         self.optimizer.step()
         self.scheduler.step()
         return norm.detach()
-
-    def forward_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        with self.autocast():
-            return self.model(**inputs).loss.detach()
 
     def _file(self, path: Path) -> Path:
         return path / f"tp-rank-{self.d.rank:05d}.pt"
@@ -178,9 +164,6 @@ class TensorParallelEngine:
                     self.optimizer.state[p][n] = _like(p, v)
         self.scheduler.load_state_dict(state["scheduler"])
         return state["client"]
-
-    def held_states(self) -> dict[str, int]:
-        return held_states(self.module, self.optimizer, self.grad_bytes or 0)
 
 
 def _needs_placement(p: torch.Tensor, v: torch.Tensor) -> bool:
