@@ -240,9 +240,11 @@ def _implemented(recipe: Recipe) -> None:
             hint="set parallel.optimizer_shard=false; `hpclaunch plan` shows the memory per device without it "
                  "(MindSpore's parallel optimizer needs graph mode with semi-auto parallel, as in MindFormers)")
     if missing:
+        why = ("; MindSpore's semi-auto parallel (shard strategies, pipeline stages) needs graph mode on GPU or "
+               "Ascend, and its CPU backend has none" if recipe.launcher == "msrun" else "")
         raise ConfigError(
             f"recipe {recipe.name}: {' and '.join(missing)} asked, but its script implements "
-            f"{', '.join(par.implemented)} parallelism only (parallel.implemented)", key="parallel",
+            f"{', '.join(par.implemented)} parallelism only (parallel.implemented){why}", key="parallel",
             hint="set parallel.model_parallel=1 and parallel.pipeline_stage=1 (data parallel over every device), "
                  "or use a script that implements them and list them in parallel.implemented")
 
