@@ -20,7 +20,7 @@ BRIDGE=hpcbr0
 SUBNET=10.77.0
 HOST_IP=$SUBNET.254
 NS_PREFIX=hpc-
-APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2)
+APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux)  # tmux: the watch/follow tests
 
 ETC=/etc/slurm
 RUN=/run/slurm-dev
