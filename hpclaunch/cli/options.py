@@ -35,6 +35,26 @@ def examples(*lines: str) -> str:
 profile_option = click.option("--profile", "-p", required=True, metavar="PROFILE", shell_complete=complete.profile,
                               help="cluster profile name (see `hpclaunch profiles list`) or YAML file")
 
+_TARGET_OPTIONS = (
+    click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
+                 help="cluster profile name or YAML file (default: default_profile in "
+                      "~/.config/hpclaunch/config.yaml; not needed when RECIPE is a resolved.yaml)"),
+    click.option("--preset", shell_complete=complete.preset, help="recipe preset, e.g. tiny or full"),
+    click.option("--layout", help="NODESnGPUSg, e.g. 2n8g"),
+    click.option("--nodes", "-N", type=int, help="number of nodes"),
+    click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node"),
+    click.option("--partition", help="partition of the profile"),
+)
+
+
+def target_options(f: Any) -> Any:
+    """Where and how big a recipe runs, as `submit` and `plan` both resolve it: --profile, --preset, --layout,
+    --nodes, --gpus-per-node, --partition (in that order in --help)."""
+    for option in reversed(_TARGET_OPTIONS):
+        f = option(f)
+    return f
+
+
 JSON_HELP = "print JSON for scripts (one object per line)"
 
 

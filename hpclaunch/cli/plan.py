@@ -5,21 +5,14 @@ from __future__ import annotations
 import click
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option, target_options
 
 
 @click.command("plan", epilog=examples(
     "hpclaunch plan mixtral --profile guangzhou-a800 --preset full --layout 4n8g",
     "hpclaunch plan gpt2 -p guangzhou-a800 --set train.micro_batch_size=16 --json  # fits? see \"fits\""))
 @click.argument("recipe", shell_complete=complete.recipe)
-@click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
-              help="cluster profile name or YAML file (default: default_profile in ~/.config/hpclaunch/config.yaml; "
-                   "not needed when RECIPE is a resolved.yaml)")
-@click.option("--preset", shell_complete=complete.preset, help="recipe preset, e.g. tiny or full")
-@click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
-@click.option("--nodes", "-N", type=int, help="number of nodes")
-@click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node")
-@click.option("--partition", help="partition of the profile")
+@target_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. "
               "train.micro_batch_size=4")
 @json_option

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option, target_options
 from hpclaunch.errors import JobFailed
 from hpclaunch.resolve import CliOverrides
 
@@ -32,14 +32,7 @@ if TYPE_CHECKING:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--launcher", metavar="torchrun|deepspeed", default=None,
               help="with a SCRIPT.py: the launcher that runs it (default: torchrun)")
-@click.option("--profile", "-p", metavar="PROFILE", shell_complete=complete.profile,
-              help="cluster profile name or YAML file (default: default_profile in ~/.config/hpclaunch/config.yaml; "
-                   "not needed when RECIPE is a resolved.yaml)")
-@click.option("--preset", shell_complete=complete.preset, help="recipe preset, e.g. tiny or full")
-@click.option("--layout", help="NODESnGPUSg, e.g. 2n8g")
-@click.option("--nodes", "-N", type=int, help="number of nodes")
-@click.option("--gpus-per-node", "-G", type=int, help="devices (ranks) per node")
-@click.option("--partition", help="partition of the profile")
+@target_options
 @click.option("--time", "time_", metavar="TIME", help="time limit, e.g. 04:00:00 or 1-00:00:00")
 @click.option("--name", help="job name (default: the recipe name)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a recipe key, e.g. train.lr=3e-4")

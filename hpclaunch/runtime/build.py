@@ -194,16 +194,13 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
     zero3_at_load(deepspeed_config)
-    kwargs: dict[str, Any] = {}
     if d.tensor_parallel > 1:  # each rank reads only its shards (hpclaunch/runtime/tensor_parallel.py)
-        from hpclaunch.runtime.tensor_parallel import distributed_config
+        from hpclaunch.runtime.tensor_parallel import compact_shards, distributed_config
 
-        kwargs["distributed_config"] = distributed_config(d)
-    model = auto.from_pretrained(path, config=config, dtype=torch.float32, **kwargs)
-    if kwargs:
-        from hpclaunch.runtime.tensor_parallel import compact_shards
-
+        model = auto.from_pretrained(path, config=config, dtype=torch.float32, distributed_config=distributed_config(d))
         compact_shards(model)
+    else:
+        model = auto.from_pretrained(path, config=config, dtype=torch.float32)
     if m.source != "generate":
         embeddings = cast(torch.Tensor, model.get_input_embeddings().weight)  # typed Tensor | Module by torch
         rows = getattr(embeddings, "ds_shape", embeddings.shape)[0]  # ZeRO-3: the full shape, not the shard's
