@@ -11,6 +11,7 @@ from hpclaunch.errors import HpclaunchError
 # module -> (the extra that installs it, what needs it)
 EXTRAS = {
     "matplotlib": ("report", "report and compare draw their plots with matplotlib"),
+    "wandb": ("wandb", "sync uploads W&B's offline runs with W&B's own uploader (wandb sync)"),
     "submitit": ("slurm-staging", "stage-assets --slurm-partition runs the staging as a Slurm job through submitit"),
 }
 

@@ -16,6 +16,7 @@ from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.config.profile import Profile
 from hpclaunch.config.recipe import Recipe
 from hpclaunch.config.rules import JobSpecMethods
+from hpclaunch.config.tracking import TrackingSpec
 
 __all__ = ["JobSpec", "load_jobspec", "is_jobspec_file"]
 
@@ -49,6 +50,8 @@ class JobSpec(StrictModel, JobSpecMethods):
     data_parallel: int = Field(ge=1)
     sets: tuple[str, ...] = Field((), description="the --set overrides, for the record")
     watchdog: Watchdog = Watchdog()
+    tracking: TrackingSpec = Field(TrackingSpec(), description="the trackers as resolved: the recipe's keys over the "
+                                   "profile's; wandb is null when W&B is off")
     retries: int = Field(0, ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")
     inject: str | None = Field(None, description="fault injection KIND:RANK:STEP (HPCLAUNCH_INJECT at submit)")
     sbatch: dict[str, str | None] = Field({}, description="submit --sbatch KEY=VALUE: #SBATCH options over the "

@@ -311,6 +311,30 @@ def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     }
 
 
+_WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
+
+
+def _wandb(recipe: Recipe, profile: Profile) -> dict[str, Any] | None:
+    """The recipe's W&B keys over the profile's, key by key (a key is given when it is not null, tags when not
+    empty); None when W&B is off (no project, or mode disabled).
+    A section that asks for a mode but names no project is an error: W&B would file the runs under
+    "uncategorized"."""
+    merged: dict[str, Any] = {}
+    for section in (profile.tracking.wandb, recipe.tracking.wandb):
+        if section is not None:
+            merged.update({k: v for k in _WANDB_KEYS if (v := getattr(section, k))})
+    mode = merged.get("mode") or "offline"
+    if mode == "disabled":
+        return None
+    if not merged.get("project"):
+        if merged.get("mode"):
+            raise ConfigError(f"tracking.wandb.mode is {mode} but no project is set: add tracking.wandb.project "
+                             "(or --set tracking.wandb.project=NAME)", key="tracking.wandb")
+        return None
+    return {"project": merged["project"], "entity": merged.get("entity"), "group": merged.get("group"),
+            "tags": tuple(merged.get("tags") or ()), "mode": mode}
+
+
 def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
     if not cli.sbatch:
         return {}
@@ -389,6 +413,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                           partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
                           grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                           sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                          tracking={"wandb": _wandb(recipe, profile)},
                           inject=_inject(cli), sbatch=_sbatch(cli, profile))
 
 

@@ -23,6 +23,8 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
                                                     finished; one line per phase and restart (hpclaunch.timeline)
     RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
+    RUN_DIR/wandb/offline-run-<time>-<id>/          W&B's offline runs, one per start (tracking.wandb): run-<id>.wandb,
+                                                    and run-<id>.wandb.synced once `hpclaunch sync` uploaded it
     RUN_DIR/checkpoints/                            checkpoints
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
 
@@ -64,6 +66,7 @@ SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
 TIMELINE = "timeline.jsonl"
 TENSORBOARD = "tensorboard"
+WANDB = "wandb"  # W&B's own folder name under the dir given to wandb.init
 PROVENANCE = "provenance.json"
 USAGE = "usage"  # usage/node-<N>.restart-<R>.jsonl: each node's samples (hpclaunch/runtime/sampler.py)
 _CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
@@ -245,6 +248,24 @@ class RunFiles:
     @property
     def tensorboard(self) -> Path:
         return self.root / TENSORBOARD
+
+    @property
+    def wandb(self) -> Path:
+        return self.root / WANDB
+
+    def wandb_offline_runs(self) -> list[Path]:
+        """W&B's offline run folders (each holding a run-<id>.wandb), oldest first (their names start with the
+        time)."""
+        return self._wandb_runs("offline-run-*")
+
+    def wandb_online_runs(self) -> list[Path]:
+        """The run folders of W&B runs streamed from the job (tracking.wandb.mode online)."""
+        return self._wandb_runs("run-*")
+
+    def _wandb_runs(self, pattern: str) -> list[Path]:
+        if not self.wandb.is_dir():
+            return []
+        return sorted(p for p in self.wandb.glob(pattern) if p.is_dir() and any(p.glob("run-*.wandb")))
 
     @property
     def usage(self) -> Path:

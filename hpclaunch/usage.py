@@ -3,8 +3,9 @@ efficiency (TotalCPU / (elapsed x allocated CPUs)) and peak memory (the largest 
 one task: one per node under torchrun/deepspeed/msrun) against the memory asked per node, from `sacct` when
 Slurm accounting is on (like reportseff); otherwise elapsed vs limit from the scheduler's status, and CPU time
 and peak memory from the job's own samples (hpclaunch/runtime/sampler.py, RUN_DIR/usage/). Device
-utilisation and memory come from those samples too (nvidia-smi; none on a CPU node, which it says). A warning
-in words for each resource a finished job used less than half of. Standard library only."""
+utilisation and memory come from those samples too (nvidia-smi, npu-smi or mthreads-gmi, whichever the node
+has; none on a CPU node, which it says). A warning in words for each resource a finished job used less than
+half of. Standard library only."""
 
 from __future__ import annotations
 
@@ -185,7 +186,12 @@ def devices(files: list[list[dict[str, Any]]]) -> dict[str, Any]:
     if not files:
         return {"source": None, "note": "no usage samples in the run directory (a job from before they existed)"}
     if not samples:
-        return {"source": None, "note": "no device tool (nvidia-smi) on the job's nodes: CPU only, no device usage"}
+        tools = sorted({r["tool"] for recs in files for r in recs if r.get("tool")})
+        if tools:  # the tool is there and failed, or printed nothing it could read
+            return {"source": None, "note": f"{', '.join(tools)} on the job's nodes gave no device readings (it "
+                                             "failed, or printed a table hpclaunch cannot read): no device usage"}
+        return {"source": None, "note": "no device tool (nvidia-smi, npu-smi, mthreads-gmi) on the job's nodes: "
+                                         "CPU only, no device usage"}
     utils = [d["utilization"] for _, d in samples if isinstance(d.get("utilization"), (int, float))]
     used = [d["memory_used_bytes"] for _, d in samples if isinstance(d.get("memory_used_bytes"), int)]
     total = [d["memory_total_bytes"] for _, d in samples if isinstance(d.get("memory_total_bytes"), int)]

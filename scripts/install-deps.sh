@@ -38,7 +38,7 @@ want="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/constraints.txt" | sha256sum |
 if [ "${HPCLAUNCH_DEPS_FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
   (cd / && "$PY" -c "
 import importlib.metadata as m, os, sys, hpclaunch
-for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'pytest', 'hypothesis', 'mypy', 'types-PyYAML'):
+for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'wandb', 'pytest', 'hypothesis', 'mypy', 'types-PyYAML'):
     m.version(d)  # raises when a dependency went missing since the stamp was written
 sys.exit(0 if os.path.realpath(hpclaunch.__file__).startswith(os.path.realpath('$ROOT') + os.sep) else 1)") 2>/dev/null; then
   log "hpclaunch[$EXTRAS] already installed from $ROOT"

@@ -76,6 +76,8 @@ _FIELD_RULES: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("Partition", "_devices"): rules.devices_per_node,
     ("Profile", "_env_strings"): rules.env_strings,
     ("ContainerConfig", "_env_strings"): rules.env_strings,
+    ("WandbSpec", "_name"): rules.wandb_name,
+    ("WandbSpec", "_tags"): rules.wandb_tags,
 }
 _MODEL_RULES: dict[tuple[str, str], Callable[[Any], None]] = {
     ("PythonEnv", "_one_env"): rules.one_python_env,

@@ -10,6 +10,7 @@ from hpclaunch.backends import SCHEDULER_NAMES
 from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR, ProfileMethods
+from hpclaunch.config.tracking import TrackingSpec
 
 if TYPE_CHECKING:
     SchedulerName = str
@@ -140,6 +141,8 @@ class Profile(StrictModel, ProfileMethods):
     max_requeues_without_progress: int = Field(3, ge=1, le=1000, description="requeues (preemption, time limit) "
                                                "in a row without a new checkpoint before the job stops requeueing")
     container: ContainerConfig = ContainerConfig()
+    tracking: TrackingSpec = Field(TrackingSpec(), description="the site's tracker defaults, e.g. "
+                                   "{wandb: {entity: my-team, mode: offline}}; a recipe's keys win")
     suspect_node_hours: float = Field(24.0, gt=0, description="how long a node blamed for a failure is excluded")
 
     @field_validator("env", mode="before")

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from hpclaunch.backends import LAUNCHER_NAMES
 from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
+from hpclaunch.config.tracking import TrackingSpec
 
 if TYPE_CHECKING:
     Launcher = str
@@ -142,6 +143,7 @@ class Recipe(StrictModel):
     parallel: ParallelSpec | None = Field(None, description="MindSpore's parallel (msrun); tensor x data (torchrun)")
     msrun: MsrunSpec | None = Field(None, description="msrun settings (launcher: msrun)")
     watchdog: WatchdogSpec = Field(WatchdogSpec(), description="the hang watchdog, over the profile's settings")
+    tracking: TrackingSpec = Field(TrackingSpec(), description="experiment trackers (W&B), over the profile's")
     args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
     adhoc: bool = Field(False, description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
                                            "the script alone, which gets only `args` (its config is in "

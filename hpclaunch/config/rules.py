@@ -58,6 +58,25 @@ def devices_per_node(value: int) -> int:
     return value
 
 
+# W&B refuses these characters in project, entity and group names
+_WANDB_NAME = re.compile(r"^[^/\\#?%:\s][^/\\#?%:]{0,127}$")
+
+
+def wandb_name(value: str | None) -> str | None:
+    """tracking.wandb.project / entity / group."""
+    if value is not None and not _WANDB_NAME.match(value):
+        raise ValueError(f"{value!r} is not a W&B name: 1-128 characters, none of / \\ # ? % : and no leading "
+                         "space")
+    return value
+
+
+def wandb_tags(value: tuple[str, ...]) -> tuple[str, ...]:
+    for tag in value:
+        if not 0 < len(tag) <= 64:
+            raise ValueError(f"tag {tag!r}: W&B tags are 1-64 characters")
+    return value
+
+
 def env_strings(value: object) -> object:
     """Environment values: text, numbers and booleans become text; a list, a mapping or null is refused
     (its Python spelling would reach the job's environment)."""

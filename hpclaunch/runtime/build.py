@@ -259,8 +259,8 @@ def load_tokenizer_and_model(
     if d.tensor_parallel > 1:
         whole, mine = sharded_bytes(model)
         extra = {"tensor_parallel": d.tensor_parallel, "sharded_param_bytes": whole, "held_sharded_bytes": mine}
-    MetricsWriter(j.run_dir, d.rank).write("model", params=count, param_bytes=total, held_param_bytes=held,
-                                           world_size=d.world_size, **extra)
+    MetricsWriter(j.run_dir, d.rank, trackers=False).write(
+        "model", params=count, param_bytes=total, held_param_bytes=held, world_size=d.world_size, **extra)
     how = f"tensor parallel {d.tensor_parallel} x data parallel {d.dp_size}" if extra else "partitioned at load"
     shard = f", {how}: this rank holds {held / 2**20:.1f} of {total / 2**20:.1f} MiB"
     log(f"model: {count / 1e6:.2f}M parameters" + (shard if held < total else ""))

@@ -83,105 +83,106 @@ def train(
     flops_per_token: float,
     log: Callable[[str], None] = print,
 ) -> None:
-    t = job.train
-    accum, mb, seq = engine.accum, batches.micro_batch_size, t.seq_len
-    peak = peak_of(job, d)
-    stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
-    stop = StopRequest()
-    prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
-    inject = Injector.from_env(d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
-    stopping = False  # the ranks' agreed decision (a signal may reach them at different steps)
+    with writer:  # closes the trackers at the end (W&B: finished, or failed when the loop raised)
+        t = job.train
+        accum, mb, seq = engine.accum, batches.micro_batch_size, t.seq_len
+        peak = peak_of(job, d)
+        stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
+        stop = StopRequest()
+        prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
+        inject = Injector.from_env(d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
+        stopping = False  # the ranks' agreed decision (a signal may reach them at different steps)
 
-    start = 0
-    ckpt = checkpoint.latest(job.run_dir)
-    if ckpt is not None:
-        client = checkpoint.load(engine, ckpt, d)
-        start = client["step"]
-        batches.restore(client["data"])
-        log(f"resumed from {ckpt} at step {start}")
+        start = 0
+        ckpt = checkpoint.latest(job.run_dir)
+        if ckpt is not None:
+            client = checkpoint.load(engine, ckpt, d)
+            start = client["step"]
+            batches.restore(client["data"])
+            log(f"resumed from {ckpt} at step {start}")
 
-    def save(step: int) -> None:
-        prog.enter("checkpoint", step)
-        path = checkpoint.save(engine, job.run_dir, step, {"data": batches.position}, d)
-        log(f"checkpoint {path}")
+        def save(step: int) -> None:
+            prog.enter("checkpoint", step)
+            path = checkpoint.save(engine, job.run_dir, step, {"data": batches.position}, d)
+            log(f"checkpoint {path}")
 
-    def run_eval(step: int) -> None:
-        if eval_batches is None:
-            return
-        prog.enter("eval", step)
-        loss = evaluate(engine, eval_batches, make_inputs, t.eval_steps, d)
-        ppl = math.exp(min(loss, 50.0))
-        writer.write("eval", step=step, eval_loss=loss, perplexity=ppl)
-        log(f"eval step {step}: loss {loss:.4f} perplexity {ppl:.2f}")
+        def run_eval(step: int) -> None:
+            if eval_batches is None:
+                return
+            prog.enter("eval", step)
+            loss = evaluate(engine, eval_batches, make_inputs, t.eval_steps, d)
+            ppl = math.exp(min(loss, 50.0))
+            writer.write("eval", step=step, eval_loss=loss, perplexity=ppl)
+            log(f"eval step {step}: loss {loss:.4f} perplexity {ppl:.2f}")
 
-    engine.model.train()
-    loss_sum, steps_since = torch.zeros((), device=d.device), 0
-    d.synchronize()
-    t0 = time.perf_counter()
-    step = start
-    for step in range(start + 1, t.max_steps + 1):
-        step_t0 = time.perf_counter()
-        lr = engine.lr  # the rate this step uses (read before DeepSpeed steps its scheduler)
-        engine.zero_grad()
-        for micro in range(accum):
-            prog.enter("data", step - 1)
-            inputs = make_inputs(batches.next(), step, micro)
-            prog.enter("forward")
-            loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
-        prog.enter("optimizer")
-        grad_norm = engine.step()
-        prog.enter("optimizer", step)
-        if step == start + 1:  # once: the model states this rank holds, to check the memory plan against
-            writer.write("states", **engine.held_states(), world_size=d.world_size)
-        steps_since += 1
-        if step == start + 1 and d.is_main:  # once: the first step's end, for the start-up timeline
-            d.synchronize()
-            timeline.mark("first_step")
+        engine.model.train()
+        loss_sum, steps_since = torch.zeros((), device=d.device), 0
+        d.synchronize()
+        t0 = time.perf_counter()
+        step = start
+        for step in range(start + 1, t.max_steps + 1):
+            step_t0 = time.perf_counter()
+            lr = engine.lr  # the rate this step uses (read before DeepSpeed steps its scheduler)
+            engine.zero_grad()
+            for micro in range(accum):
+                prog.enter("data", step - 1)
+                inputs = make_inputs(batches.next(), step, micro)
+                prog.enter("forward")
+                loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
+            prog.enter("optimizer")
+            grad_norm = engine.step()
+            prog.enter("optimizer", step)
+            if step == start + 1:  # once: the model states this rank holds, to check the memory plan against
+                writer.write("states", **engine.held_states(), world_size=d.world_size)
+            steps_since += 1
+            if step == start + 1 and d.is_main:  # once: the first step's end, for the start-up timeline
+                d.synchronize()
+                timeline.mark("first_step")
 
-        last = step == t.max_steps
-        if step % t.log_every == 0 or last or step == stop_at:
-            prog.enter("collective", step)
-            loss = all_reduce_mean(loss_sum / steps_since, d).item()  # the one host sync
-            d.synchronize()
-            dt = time.perf_counter() - t0
-            tokens = steps_since * accum * mb * seq * d.dp_size  # tensor-parallel ranks share their tokens
-            tps = tokens / dt
-            mfu = tps / d.world_size * flops_per_token / (peak * 1e12) if peak else None
-            writer.write(
-                "train",
-                step=step,
-                loss=loss,
-                lr=lr,
-                grad_norm=float(grad_norm),
-                tokens_per_s=tps,
-                samples_per_s=tps / seq,
-                peak_mem_bytes=d.peak_memory_bytes(),
-                mfu=mfu,
-                world_size=d.world_size,
-                tensor_parallel=d.tensor_parallel,
-            )
-            log(
-                f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
-                f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else "")
-            )
-            flag = torch.tensor(float(stop.requested), device=d.device)
-            stopping = bool(all_reduce_max(flag, d).item())
-            loss_sum.zero_()
-            steps_since = 0
-            t0 = time.perf_counter()
-        if step == stop_at or (stopping and not last):
+            last = step == t.max_steps
+            if step % t.log_every == 0 or last or step == stop_at:
+                prog.enter("collective", step)
+                loss = all_reduce_mean(loss_sum / steps_since, d).item()  # the one host sync
+                d.synchronize()
+                dt = time.perf_counter() - t0
+                tokens = steps_since * accum * mb * seq * d.dp_size  # tensor-parallel ranks share their tokens
+                tps = tokens / dt
+                mfu = tps / d.world_size * flops_per_token / (peak * 1e12) if peak else None
+                writer.write(
+                    "train",
+                    step=step,
+                    loss=loss,
+                    lr=lr,
+                    grad_norm=float(grad_norm),
+                    tokens_per_s=tps,
+                    samples_per_s=tps / seq,
+                    peak_mem_bytes=d.peak_memory_bytes(),
+                    mfu=mfu,
+                    world_size=d.world_size,
+                    tensor_parallel=d.tensor_parallel,
+                )
+                log(
+                    f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
+                    f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else "")
+                )
+                flag = torch.tensor(float(stop.requested), device=d.device)
+                stopping = bool(all_reduce_max(flag, d).item())
+                loss_sum.zero_()
+                steps_since = 0
+                t0 = time.perf_counter()
+            if step == stop_at or (stopping and not last):
+                save(step)
+                log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
+                prog.enter("done", step)
+                prog.flush()
+                return
+            if t.eval_every and step % t.eval_every == 0 and not last:
+                run_eval(step)
+            if t.save_every and step % t.save_every == 0 and not last:
+                save(step)
+            inject.after_step(step, time.perf_counter() - step_t0)
+        run_eval(step)
+        if step > start or ckpt is None:
             save(step)
-            log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
-            prog.enter("done", step)
-            prog.flush()
-            return
-        if t.eval_every and step % t.eval_every == 0 and not last:
-            run_eval(step)
-        if t.save_every and step % t.save_every == 0 and not last:
-            save(step)
-        inject.after_step(step, time.perf_counter() - step_t0)
-    run_eval(step)
-    if step > start or ckpt is None:
-        save(step)
-    prog.enter("done", step)
-    prog.flush()
+        prog.enter("done", step)
+        prog.flush()

@@ -9,7 +9,7 @@
 
 `tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
 utilisation per device (null when the partition's `peak_tflops` is unknown). Rank 0 also writes each record
-as TensorBoard scalars (hpclaunch.runtime.tracking).
+to its trackers: TensorBoard scalars, and W&B when the job's tracking.wandb is on (hpclaunch.runtime.tracking).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from hpclaunch.runtime import tracking
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
+
+    from hpclaunch.jobspec import JobSpec
 
 
 def full_numel(p: torch.Tensor) -> int:
@@ -58,24 +60,35 @@ def flops_per_token(model: PreTrainedModel, seq_len: int) -> float:
 
 
 class MetricsWriter:
-    def __init__(self, run_dir: Path, rank: int) -> None:
+    """`spec`: the job's resolved spec, whose `tracking` section names the trackers beyond TensorBoard (W&B);
+    `trackers=False`: the JSON lines only (a one-off record, as the model's size after load)."""
+
+    def __init__(self, run_dir: Path, rank: int, spec: JobSpec | None = None, *, trackers: bool = True) -> None:
         self.path = RunFiles(run_dir).metrics_file(rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
-        self.tensorboard = tracking.tensorboard(run_dir, rank)
+        self.trackers = tracking.trackers(run_dir, rank, spec) if trackers else []
 
     def write(self, kind: str, **record: Any) -> dict[str, Any]:
         """Called at log and eval steps only, with values already on the host."""
         rec = {"kind": kind, **record, "rank": self.rank, "time": round(time.time(), 3)}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
-        if self.tensorboard is not None:
-            self.tensorboard.write(kind, rec)
+        for tracker in self.trackers:
+            tracker.write(kind, rec)
         return rec
 
-    def close(self) -> None:
-        if self.tensorboard is not None:
-            self.tensorboard.close()
+    def __enter__(self) -> MetricsWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(ok=exc_type is None)
+
+    def close(self, ok: bool = True) -> None:
+        """At the end of the loop (`ok`: it ended without an error); W&B marks the run finished or failed."""
+        for tracker in self.trackers:
+            tracker.close(ok)
+        self.trackers = []
 
 
 def read_metrics(run_dir: Path, rank: int = 0) -> list[dict[str, Any]]:

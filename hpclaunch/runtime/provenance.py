@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,31 +92,36 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
             "count": len(rows)}
 
 
-_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+\|")
+_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*[A-Za-z]")  # NPU id, name | Health (OK, Warning, ...)
 _VERSION = re.compile(r"Version:\s*([\w.\-]+)", re.IGNORECASE)
 
 
 def parse_npu_smi(text: str) -> dict[str, Any]:
-    """``npu-smi info``: the table's first row of each NPU (``| 0     910B3  | OK ...``) and its Version."""
+    """``npu-smi info``: the table's first row of each chip (``| 0     910B3  | OK ...``; an Atlas A3 NPU has
+    two chips, so two such rows) and its Version. The chip's second row (``| 0     0  | 0000:9D:00.0 |``) and
+    the process table (``| 0       0  | 13128 | python |``) have a number where the health is, and do not
+    count (tests/fixtures/device-tools/npu-smi-info.*.txt)."""
     models = [m.group(2) for line in text.splitlines() if (m := _NPU_ROW.match(line.strip()))]
     version = _VERSION.search(text)
     return {"models": sorted(set(models)), "driver": version.group(1) if version else None, "count": len(models)}
 
 
-_GMI_FIELD = re.compile(r"^\s*(Product Name|Driver Version)\s*:\s*(.+?)\s*$", re.MULTILINE)
+_GMI_NAME = re.compile(r"^\d+\s+(\S.*?)\s*\|")  # `0    MTT S5000            |00000000:18:00.0 ...`
+_GMI_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
 
 
 def parse_mthreads_gmi(text: str) -> dict[str, Any]:
-    """``mthreads-gmi -q``: one ``Product Name`` per GPU, the ``Driver Version``."""
-    found = _GMI_FIELD.findall(text)
-    models = [v for k, v in found if k == "Product Name"]
-    driver = next((v for k, v in found if k == "Driver Version"), None)
-    return {"models": sorted(set(models)), "driver": driver, "count": len(models)}
+    """``mthreads-gmi`` (its default table, as the sampler reads it): the name on each GPU's first row, the
+    ``Driver Version:`` of the header (tests/fixtures/device-tools/mthreads-gmi.*.txt)."""
+    models = [m.group(1) for line in text.splitlines() if (m := _GMI_NAME.match(line))]
+    driver = _GMI_DRIVER.search(text)
+    return {"models": sorted(set(models)), "driver": driver.group(1) if driver else None, "count": len(models)}
 
 
-_TOOLS = (("nvidia-smi", ["--query-gpu=name,driver_version", "--format=csv,noheader"], parse_nvidia_smi),
-          ("npu-smi", ["info"], parse_npu_smi),
-          ("mthreads-gmi", ["-q"], parse_mthreads_gmi))
+_TOOLS: tuple[tuple[str, list[str], Callable[[str], dict[str, Any]]], ...] = (
+    ("nvidia-smi", ["--query-gpu=name,driver_version", "--format=csv,noheader"], parse_nvidia_smi),
+    ("npu-smi", ["info"], parse_npu_smi),
+    ("mthreads-gmi", [], parse_mthreads_gmi))
 
 
 def devices() -> dict[str, Any]:

@@ -8,16 +8,25 @@ in RUN_DIR/usage/node-<N>.restart-<R>.jsonl:
 `cpu_s` is the CPU time (user + system, /proc/PID/stat) of the job's processes on the node so far (each
 process counted at the most it was seen with, so ranks that ended still count; the last sample, when the
 launch has exited, takes the children's rusage, which has it all), `rss_bytes` their resident memory now
-(a peak between two samples is not seen), `cpus` the CPUs the node's task may run on. Devices come from
-`nvidia-smi --query-gpu` when it exists (none on a CPU node: `devices` is null and `tool` too). `report`
-reads them (hpclaunch/usage.py): the job's own CPU efficiency and peak memory where Slurm accounting is off,
-and device utilisation and memory always. Standard library only.
+(a peak between two samples is not seen), `cpus` the CPUs the node's task may run on. Devices come from the
+first vendor tool on PATH (DEVICE_TOOLS), in this order:
+
+    nvidia-smi    --query-gpu=index,utilization.gpu,memory.used,memory.total (CSV)  GPU utilisation, memory
+    npu-smi       info (its table; one device per chip)                             AICore(%), HBM-Usage(MB)
+    mthreads-gmi  (its default table)                                               %GPU, Mem used(total)
+
+`utilization` is a fraction (0.87 = 87%), memory in bytes, and a value the tool does not give (N/A, -) is
+null. On a CPU node `devices` is null and `tool` too; when the tool exists but fails, `devices` is [].
+`report` reads them (hpclaunch/usage.py): the job's own CPU efficiency and peak memory where Slurm accounting
+is off, and device utilisation and memory always. The recorded outputs the parsers are tested against are
+in tests/fixtures/device-tools/. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -50,16 +59,96 @@ def parse_nvidia_query(text: str) -> list[dict[str, Any]]:
     return out
 
 
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
+_BUS_ID = re.compile(r"^[0-9a-fx]+:[0-9a-fx]+:[0-9a-fx]+\.[0-9a-fx]+$", re.IGNORECASE)
+_USED_TOTAL = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+def _percent(text: str) -> float | None:
+    """A percentage as the tools print it (87, 87%) -> 0.87; what they print for none (-, N/A, NA) -> None."""
+    text = text.strip().rstrip("%")
+    return float(text) / 100 if _NUMBER.match(text) else None
+
+
+def parse_npu_smi_info(text: str) -> list[dict[str, Any]]:
+    """``npu-smi info``: two rows per chip, the first with the NPU id, name and health, the second with the
+    chip (and on Atlas A3, whose NPUs have two chips, its Phy-ID), the Bus-Id, AICore(%), Memory-Usage(MB)
+    and HBM-Usage(MB) as used / total::
+
+        | 0     910B3               | OK            | 121.6       40                0    / 0             |
+        | 0                         | 0000:C1:00.0  | 10          0    / 0          57895/ 65536         |
+
+    -> one dict per chip: index = the Phy-ID where the table has one (the logical device id that
+    ASCEND_RT_VISIBLE_DEVICES counts), else the NPU id; utilisation = AICore; memory = the last used / total
+    pair whose total is not 0 (HBM-Usage: on 910B Memory-Usage reads 0 / 0), none when there is no such pair.
+    The process table below is not read: its rows have a process id where the second row has a Bus-Id."""
+    out = []
+    npu = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0][:1].isdigit():
+            continue
+        if not _BUS_ID.match(cells[1]):
+            first = cells[0].split()
+            # a first row: NPU id, then the health (OK, Warning, ...); a process row has a process id there
+            npu = int(first[0]) if len(first) > 1 and cells[1][:1].isalpha() else None
+            continue
+        if npu is None:
+            continue
+        chip = cells[0].split()
+        stats = cells[2].split(None, 1)
+        pairs = [(int(u), int(t)) for u, t in _USED_TOTAL.findall(stats[1] if len(stats) > 1 else "") if int(t)]
+        used, total = pairs[-1] if pairs else (None, None)
+        out.append({"index": int(chip[1]) if len(chip) > 1 and chip[1].isdigit() else npu,
+                    "utilization": _percent(stats[0]) if stats else None,
+                    "memory_used_bytes": None if used is None else used * MIB,
+                    "memory_total_bytes": None if total is None else total * MIB})
+    return out
+
+
+_GMI_ROW = re.compile(r"^(\d+)\s+\S.*?\|[^|]*\|\s*(\S+)\s+(\S+)")
+_GMI_MEM = re.compile(r"^(\d+(?:\.\d+)?)MiB\((\d+(?:\.\d+)?)MiB\)$")
+
+
+def parse_mthreads_gmi(text: str) -> list[dict[str, Any]]:
+    """``mthreads-gmi`` (no arguments): three rows per GPU, the first with the id, name, PCIe address, %GPU
+    and Mem as used(total)::
+
+        0    MTT S5000            |00000000:2a:00.0    |0%    66641MiB(81920MiB)
+
+    -> one dict per GPU. The other rows start with blanks, the process table's rows have no ``|``."""
+    out = []
+    for line in text.splitlines():
+        m = _GMI_ROW.match(line)
+        if not m:
+            continue
+        mem = _GMI_MEM.match(m.group(3))
+        out.append({"index": int(m.group(1)), "utilization": _percent(m.group(2)),
+                    "memory_used_bytes": int(float(mem.group(1)) * MIB) if mem else None,
+                    "memory_total_bytes": int(float(mem.group(2)) * MIB) if mem else None})
+    return out
+
+
+DEVICE_TOOLS: tuple[tuple[str, list[str], Callable[[str], list[dict[str, Any]]]], ...] = (
+    ("nvidia-smi", NVIDIA_QUERY, parse_nvidia_query),
+    ("npu-smi", ["info"], parse_npu_smi_info),
+    ("mthreads-gmi", [], parse_mthreads_gmi),
+)
+
+
 def device_sample() -> tuple[str | None, list[dict[str, Any]] | None]:
-    """(tool, one dict per device), or (None, None) on a node without nvidia-smi."""
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return None, None
-    try:
-        proc = subprocess.run([tool, *NVIDIA_QUERY], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return "nvidia-smi", []
-    return "nvidia-smi", parse_nvidia_query(proc.stdout) if proc.returncode == 0 else []
+    """(tool, one dict per device) from the first tool of DEVICE_TOOLS on PATH; (tool, []) when it fails or
+    says nothing we read; (None, None) on a node with none of them."""
+    for tool, args, parse in DEVICE_TOOLS:
+        path = shutil.which(tool)
+        if path is None:
+            continue
+        try:
+            proc = subprocess.run([path, *args], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return tool, []
+        return tool, parse(proc.stdout) if proc.returncode == 0 else []
+    return None, None
 
 
 def _proc(pid: int) -> tuple[float, int] | None:

@@ -58,7 +58,7 @@ def main() -> None:
         batches=batches,
         eval_batches=eval_batches,
         make_inputs=make_inputs,
-        writer=metrics.MetricsWriter(j.run_dir, d.rank),
+        writer=metrics.MetricsWriter(j.run_dir, d.rank, j.spec),
         flops_per_token=flops,
         log=log,
     )

@@ -1,7 +1,9 @@
 """`report`'s usage from the job's own samples (hpclaunch/runtime/sampler.py): a GPT-2 tiny job on the local
 scheduler (no accounting) gets its CPU time, CPUs and peak memory from the node supervisor's samples, and its
 devices' utilisation and memory from nvidia-smi: on this GPU-less machine a stand-in nvidia-smi on PATH
-answering in nvidia-smi's CSV format (tests/fixtures/fake-nvidia). Without it the report says CPU only."""
+answering in nvidia-smi's CSV format (tests/fixtures/fake-nvidia). Without it the report says CPU only. A short
+torchrun job (tests/fixtures/recipes/failmodes, metrics mode) gets them from npu-smi or mthreads-gmi: stand-ins
+that print those tools' recorded output (tests/fixtures/fake-npu, fake-mthreads; tests/fixtures/device-tools)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "tests" / "fixtures" / "fake-nvidia"
+TOOLS = ("nvidia-smi", "npu-smi", "mthreads-gmi")
 
 
 def _cli(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -23,9 +26,10 @@ def _cli(home: Path, *args: str, env: dict | None = None) -> subprocess.Complete
                           timeout=600, env={**os.environ, "HPCLAUNCH_HOME": str(home), **(env or {})})
 
 
-def _job(home: Path, env: dict) -> tuple[str, Path]:
-    proc = _cli(home, "submit", str(REPO / "recipes" / "gpt2"), "--profile", "local", "--preset", "tiny",
-                "--set", "train.max_steps=12", "--set", "train.save_every=0", "--follow",
+def _job(home: Path, env: dict, *recipe: str) -> tuple[str, Path]:
+    recipe = recipe or (str(REPO / "recipes" / "gpt2"), "--preset", "tiny", "--set", "train.max_steps=12",
+                        "--set", "train.save_every=0")
+    proc = _cli(home, "submit", *recipe, "--profile", "local", "--follow",
                 env={"HPCLAUNCH_SAMPLE_INTERVAL": "1", **env})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     job = re.search(r"^submitted job (\S+) ", proc.stdout, re.M)
@@ -69,3 +73,21 @@ def test_without_a_device_tool_the_report_says_cpu_only(tmp_path):
     used = json.loads(_cli(home, "report", job, "--json").stdout)["usage"]
     assert used["source"] == "samples" and used["cpu_s"] > 1
     assert used["devices"]["source"] is None and "CPU only" in used["devices"]["note"]
+
+
+@pytest.mark.parametrize(("tool", "count", "total_mib", "peak_mib"),
+                         [("npu-smi", 8, 65536, 58114), ("mthreads-gmi", 3, 81920, 66641)])
+def test_report_has_device_usage_from_npu_smi_and_mthreads_gmi(tmp_path, tool, count, total_mib, peak_mib):
+    home = tmp_path / "home"
+    fake = REPO / "tests" / "fixtures" / {"npu-smi": "fake-npu", "mthreads-gmi": "fake-mthreads"}[tool]
+    path = os.pathsep.join([str(fake), *(p for p in os.environ["PATH"].split(os.pathsep)
+                                         if p and not any(Path(p, t).exists() for t in TOOLS))])
+    job, run_dir = _job(home, {"PATH": path}, str(REPO / "tests" / "fixtures" / "recipes" / "failmodes"),
+                        "--preset", "metrics")
+    samples = [json.loads(line) for line in (run_dir / "usage" / "node-0.restart-0.jsonl").read_text().splitlines()]
+    assert samples and {s["tool"] for s in samples} == {tool} and len(samples[0]["devices"]) == count
+
+    dev = json.loads(_cli(home, "report", job, "--json").stdout)["usage"]["devices"]
+    assert (dev["source"], dev["count"], dev["samples"]) == (tool, count, count * len(samples))
+    assert dev["peak_memory_bytes"] == peak_mib * 2**20 and dev["memory_total_bytes"] == total_mib * 2**20
+    assert f"devices: {count} device(s) ({tool}, " in _cli(home, "report", job).stdout

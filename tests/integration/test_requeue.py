@@ -1,6 +1,7 @@
 """Rule 8 on the real dev cluster: a job warned of preemption (Slurm's USR1, as `--signal=B:USR1@120`
 sends before the time limit) checkpoints, requeues itself and resumes from the checkpoint; the logs of
-both runs are kept, and the training steps continue where they stopped."""
+both runs are kept, and the training steps continue where they stopped. Its W&B offline runs (one per start,
+written on the compute node with no network) upload as one run whose history has every step once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_slurm_launch import env, needs_slurm, submit, wait_state  # noqa: F401
+from hpclaunch.runfiles import RunFiles
+from hpclaunch.runtime.tracking import wandb_run_id
+from tests.fixtures.wandbserver.server import WandbServer
+from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
 
 
 def _train_steps(run_dir: Path) -> list[int]:
@@ -27,7 +31,8 @@ def _train_steps(run_dir: Path) -> list[int]:
 @pytest.mark.slow
 def test_preempted_job_checkpoints_requeues_and_resumes(env):  # noqa: F811
     sub = submit(env, "recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "1n2g",
-                 "--set", "train.max_steps=300", "--set", "train.log_every=5", "--set", "train.save_every=0")
+                 "--set", "train.max_steps=300", "--set", "train.log_every=5", "--set", "train.save_every=0",
+                 "--set", "tracking.wandb.project=requeue")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     wait_state(env, job, {"RUNNING"}, timeout=120)
     deadline = time.time() + 300
@@ -50,3 +55,11 @@ def test_preempted_job_checkpoints_requeues_and_resumes(env):  # noqa: F811
     steps = _train_steps(run_dir)
     assert steps == sorted(set(steps)), f"steps repeated or out of order across the requeue: {steps}"
     assert steps[-1] == 300
+
+    segments = RunFiles(run_dir).wandb_offline_runs()
+    assert len(segments) == 2 and all(p.name.endswith(wandb_run_id(run_dir)) for p in segments), segments
+    with WandbServer() as wb:
+        hpclaunch({**env, "WANDB_BASE_URL": wb.url, "WANDB_API_KEY": "k" * 40}, "sync", job)
+        (run,) = wb.runs.values()
+    uploaded = [h["_step"] for h in run.history if "train/loss" in h]
+    assert uploaded == steps, (uploaded, steps)

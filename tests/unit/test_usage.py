@@ -70,3 +70,9 @@ def test_usage_from_samples_sums_nodes_and_keeps_the_peak():
     assert u["cpu_efficiency"] == pytest.approx(220 / (100 * 8), abs=1e-4) and u["max_rss_bytes"] == 3 * 2**30
     assert any("kept its 8 CPUs 28% busy" in w for w in u["warnings"])
     assert usage.devices([node0, node1])["note"].startswith("no device tool")
+
+
+def test_a_device_tool_that_gave_nothing_is_not_called_a_cpu_node():
+    failed = [{"node": "0", "cpus": 4, "cpu_s": 5.0, "rss_bytes": 2**30, "tool": "npu-smi", "devices": []}]
+    note = usage.devices([failed])["note"]
+    assert note.startswith("npu-smi on the job's nodes gave no device readings") and "CPU only" not in note
