@@ -4,32 +4,18 @@ API (hpclaunch/api.py). Standard library only: `status` stays light."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from hpclaunch import registry
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.runfiles import RunFiles, read_json_lines
 from hpclaunch.schedulers import JobStatus, get_scheduler
 
 
 def retries(r: registry.JobRecord) -> list[dict[str, Any]]:
     """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
-    path = RunFiles(Path(r.run_dir)).retries
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("to"):
-            out.append(entry)
-    return out
+    return [entry for entry in read_json_lines(RunFiles(Path(r.run_dir)).retries) if entry.get("to")]
 
 
 def stop_reason(r: registry.JobRecord) -> str | None:

@@ -147,20 +147,11 @@ def _retry(job_id: str) -> JobRecord | None:
     """A job the job script resubmitted after a node-level failure (submit --retries) has no record of its
     own: it is found in the retry chain (RUN_DIR/retries.jsonl) of the job it replaced, and shares its run
     directory."""
-    from hpclaunch.runfiles import RunFiles
+    from hpclaunch.runfiles import RunFiles, read_json_lines
 
     for record in all_records():
-        try:
-            chain = RunFiles(Path(record.run_dir)).retries.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        for line in chain.splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and str(entry.get("to")) == job_id:
-                return replace(record, job_id=job_id)
+        if any(str(entry.get("to")) == job_id for entry in read_json_lines(RunFiles(Path(record.run_dir)).retries)):
+            return replace(record, job_id=job_id)
     return None
 
 

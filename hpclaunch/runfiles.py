@@ -42,6 +42,7 @@ recipe imports it from its own environment.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -77,6 +78,24 @@ ENV_CONFIG = "HPCLAUNCH_CONFIG"  # RUN_DIR/resolved.yaml
 ENV_LOG_DIR = "HPCLAUNCH_LOG_DIR"  # RUN_DIR/logs
 ENV_RESTART = "HPCLAUNCH_RESTART"  # 0 on the first start, +1 per requeue
 ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log folder (set by msrun-node.sh)
+
+def read_json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file the job appends to, in file order: a missing or unreadable file is
+    empty, and a broken line (a job killed mid-write) or one that is no object is skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
 
 _JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
 _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles
+from hpclaunch.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
 
 PHASES = ("submitted", "started", "env_ready", "launched", "ranks_started", "rendezvous_done", "model_loaded",
           "data_ready", "first_step", "finished")
@@ -85,20 +85,9 @@ def mark(phase: str, environ: dict[str, str] | None = None) -> None:
 
 def read(run: RunFiles) -> list[dict[str, Any]]:
     """Every readable stamp, in file order; broken lines (a job killed mid-write) are skipped."""
-    try:
-        text = run.timeline.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for raw in text.splitlines():
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue
-        if (isinstance(rec, dict) and rec.get("phase") in PHASES and isinstance(rec.get("restart"), int)
-                and isinstance(rec.get("t"), (int, float))):
-            out.append(rec)
-    return out
+    return [rec for rec in read_json_lines(run.timeline)
+            if rec.get("phase") in PHASES and isinstance(rec.get("restart"), int)
+            and isinstance(rec.get("t"), (int, float))]
 
 
 def per_restart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

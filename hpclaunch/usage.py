@@ -9,11 +9,11 @@ half of. Standard library only."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.runfiles import read_json_lines
 from hpclaunch.schedulers.base import clock
 
 if TYPE_CHECKING:
@@ -143,14 +143,7 @@ def read_samples(usage_dir: Path) -> list[list[dict[str, Any]]]:
     """The samples of each node and restart (RUN_DIR/usage/node-<N>.restart-<R>.jsonl), one list per file."""
     out = []
     for path in sorted(usage_dir.glob("node-*.restart-*.jsonl")) if usage_dir.is_dir() else []:
-        recs = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                recs.append(rec)
+        recs = read_json_lines(path)
         if recs:
             out.append(recs)
     return out

@@ -73,6 +73,26 @@ class JobRuns:
                 "segments": [{"path": str(s.path), "synced": s.synced, "upload": s in todo} for s in self.segments]}
 
 
+def summary(run_dir: Path) -> dict[str, Any] | None:
+    """What `status` says of a run's W&B runs (no scheduler call): None when the job has none."""
+    files = RunFiles(run_dir)
+    segments = [Segment(p) for p in files.wandb_offline_runs()]
+    online = len(files.wandb_online_runs())
+    if not segments and not online:
+        return None
+    return {"run_ids": sorted({s.run_id for s in segments}), "offline": len(segments),
+            "not_uploaded": sum(not s.synced for s in segments), "online": online}
+
+
+def describe(info: dict[str, Any], job: str) -> str:
+    if not info["offline"]:
+        return f"{info['online']} online run(s), streamed by the job"
+    text = f"run {', '.join(info['run_ids'])}, {info['offline']} offline run(s)"
+    if info["not_uploaded"]:
+        return f"{text}, {info['not_uploaded']} not uploaded: `hpclaunch sync {job}` from a node with network"
+    return f"{text}, all uploaded"
+
+
 def find(refs: list[str]) -> list[JobRuns]:
     """Each job's offline W&B runs (a sweep's id: each element's). A job id's state comes from its scheduler (one
     call per scheduler); a run directory given by path is taken as ended."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hpclaunch import provenance, registry, timeline
+from hpclaunch import provenance, registry, timeline, wandb_sync
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style, surely_not_a_terminal
@@ -88,7 +88,8 @@ def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
     out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
            "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
            "timeline": timeline.load(RunFiles(Path(r.run_dir))),
-           "provenance": provenance.summary(provenance.load(Path(r.run_dir)))}
+           "provenance": provenance.summary(provenance.load(Path(r.run_dir))),
+           "wandb": wandb_sync.summary(Path(r.run_dir))}
     if is_sweep(r):
         out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
     return out
@@ -192,6 +193,9 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
         ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
         if ran_with:
             click.echo(f"  provenance: {ran_with}")
+        tracked = wandb_sync.summary(Path(r.run_dir))
+        if tracked:
+            click.echo(f"  W&B: {wandb_sync.describe(tracked, r.job_id)}")
         if s.source:
             click.echo(f"  (from {s.source})")
         if s.finished and s.state != "COMPLETED":

@@ -58,8 +58,11 @@ def test_preempted_job_checkpoints_requeues_and_resumes(env):  # noqa: F811
 
     segments = RunFiles(run_dir).wandb_offline_runs()
     assert len(segments) == 2 and all(p.name.endswith(wandb_run_id(run_dir)) for p in segments), segments
+    before = hpclaunch(env, "status", job).stdout
+    assert f"2 offline run(s), 2 not uploaded: `hpclaunch sync {job}`" in before, before
     with WandbServer() as wb:
         hpclaunch({**env, "WANDB_BASE_URL": wb.url, "WANDB_API_KEY": "k" * 40}, "sync", job)
         (run,) = wb.runs.values()
     uploaded = [h["_step"] for h in run.history if "train/loss" in h]
     assert uploaded == steps, (uploaded, steps)
+    assert json.loads(hpclaunch(env, "status", job, "--json").stdout)["wandb"]["not_uploaded"] == 0
