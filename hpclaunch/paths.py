@@ -13,6 +13,7 @@ Each search root may hold ``cluster_profiles/``, ``recipes/`` and ``templates/``
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 KINDS = ("cluster_profiles", "recipes", "templates")
@@ -28,13 +29,27 @@ def bundled_root() -> Path:
     return _PKG / "_bundled"
 
 
+_DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")  # ${VAR:-fallback}, as the shell writes it
+_LEFT = re.compile(r"\$(\w+|\{\w+\})")
+
+
 def expand(text: str, where: str) -> Path:
-    """`text` with ``$VARS`` and ``~`` expanded, made absolute (against the current folder). A ``~user``
-    this machine does not know is a ConfigError naming `where` (the variable or the key it came from)."""
+    """`text` with ``$VARS``, ``${VAR:-fallback}`` and ``~`` expanded, made absolute (against the current folder):
+    ``run_root: ${SCRATCH:-$HOME}/hpclaunch/runs`` is on scratch where the site sets $SCRATCH, in the home folder
+    elsewhere. A variable that is not set (and has no fallback) or a ``~user`` this machine does not know is a
+    ConfigError naming `where` (the variable or the key it came from): a literal ``$SCRATCH`` folder would
+    otherwise appear under the current one."""
     from hpclaunch.errors import ConfigError
 
+    text = _DEFAULTED.sub(lambda m: os.environ.get(m.group(1)) or m.group(2), text)
+    text = os.path.expandvars(text)
+    left = _LEFT.search(text)
+    if left:
+        name = left.group(1).strip("{}")
+        raise ConfigError(f"{text!r}: ${name} is not set here", key=where,
+                          hint=f"set {name}, or give a fallback as the shell does: ${{{name}:-/other/path}}")
     try:
-        path = Path(os.path.expandvars(text)).expanduser()
+        path = Path(text).expanduser()
     except RuntimeError:  # ~nouser
         raise ConfigError(f"{text!r}: cannot expand the ~ of this path: no such user here", key=where,
                           hint="give an absolute path, or ~/... for your own home folder") from None

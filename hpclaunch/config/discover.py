@@ -9,6 +9,7 @@ Python environment, modules to load).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -139,7 +140,19 @@ def profile_data(name: str, found: list[PartitionFacts], init: str | None) -> di
     }
     if init is not None:
         data["modules"] = {"init": init, "load": []}
+    scratch = scratch_variable()
+    if scratch is not None:  # run directories on the site's scratch filesystem, not in $HOME
+        data["run_root"] = f"${scratch}/hpclaunch/runs"
     return data
+
+
+# what sites call their per-user scratch folder (NERSC: PSCRATCH and SCRATCH; most others: SCRATCH)
+SCRATCH_VARIABLES = ("SCRATCH", "PSCRATCH", "SCRATCHDIR")
+
+
+def scratch_variable() -> str | None:
+    """The first of SCRATCH_VARIABLES set to an existing folder here (the login node), else None."""
+    return next((v for v in SCRATCH_VARIABLES if os.environ.get(v) and os.path.isdir(os.environ[v])), None)
 
 
 def render(name: str, data: dict[str, Any], found: list[PartitionFacts], modules: list[str]) -> str:
@@ -150,7 +163,9 @@ def render(name: str, data: dict[str, Any], found: list[PartitionFacts], modules
             "# and `scontrol show node` (docs/profiles.md#writing-a-profile-from-the-cluster). Check it, then edit:",
             "#  - accelerator/backend (cuda/nccl, npu/hccl, musa/mccl, cpu/gloo), python (venv or conda_env),",
             "#    modules.load, account/qos if your site needs them;",
-            "#  - run_root: a shared filesystem, e.g. run_root: /scratch/<you>/hpclaunch-runs (not $HOME).",
+            "#  - run_root: a shared filesystem (not $HOME); written as $SCRATCH/hpclaunch/runs when $SCRATCH is "
+            "set,",
+            "#    e.g. run_root: ${SCRATCH:-$HOME}/hpclaunch/runs for a fallback where it is not.",
             "# Partitions (numbers of their smallest node):"]
     for p in found:
         gpu = f"{p.gpus_per_node} x {p.gpu_type or 'gpu (no type in Gres)'}" if p.gpus_per_node else "no GPUs"

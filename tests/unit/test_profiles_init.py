@@ -9,8 +9,10 @@ import pytest
 
 from hpclaunch.config import discover
 from hpclaunch.config.loader import load_profile
+from hpclaunch.resolve import resolve
 
-DEV = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-cluster" / "dev-22.05.8"
+REPO = Path(__file__).resolve().parents[2]
+DEV = REPO / "tests" / "fixtures" / "slurm-cluster" / "dev-22.05.8"
 
 
 def _dev() -> list[discover.PartitionFacts]:
@@ -40,6 +42,21 @@ def test_the_written_profile_loads(tmp_path):
     assert profile.partitions["debug"].gpus_per_node == 4 and profile.partitions["debug"].gres == "gpu"
     assert profile.modules.init == "/etc/profile.d/lmod.sh"
     assert "#   hpclaunch-dev/1.0" in text and "run_root" in text
+
+
+def test_run_root_goes_on_scratch_when_the_site_has_one(tmp_path, monkeypatch):
+    for var in discover.SCRATCH_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    assert "run_root" not in discover.profile_data("dev", _dev(), None)
+    monkeypatch.setenv("SCRATCH", str(tmp_path))
+    data = discover.profile_data("dev", _dev(), None)
+    assert data["run_root"] == "$SCRATCH/hpclaunch/runs"
+    path = tmp_path / "dev.yaml"
+    path.write_text(discover.render("dev", data, _dev(), []))
+    from hpclaunch.rundir import run_root
+
+    spec = resolve(str(REPO / "tests" / "fixtures" / "recipes" / "allreduce"), str(path))
+    assert run_root(spec) == tmp_path / "hpclaunch" / "runs"
 
 
 @pytest.mark.parametrize("gres, expected", [

@@ -125,3 +125,24 @@ def test_unknown_job(hpclaunch, hpc_home):
     result = hpclaunch("status", "424242")
     assert result.exit_code == 2
     assert result.stderr.startswith("hpclaunch: error: unknown job '424242'")
+
+
+def test_run_root_with_a_fallback_and_an_unset_variable(write_profile, write_recipe, monkeypatch, tmp_path):
+    from hpclaunch.errors import ConfigError
+    from hpclaunch.resolve import resolve
+    from hpclaunch.rundir import run_root
+
+    monkeypatch.delenv("HL_TEST_SCRATCH", raising=False)
+    folder = write_recipe()
+
+    def root(text: str):
+        return run_root(resolve(str(folder), str(write_profile(run_root=text))))
+
+    assert root("${HL_TEST_SCRATCH:-" + str(tmp_path / "home") + "}/runs") == tmp_path / "home" / "runs"
+    monkeypatch.setenv("HL_TEST_SCRATCH", str(tmp_path / "scratch"))
+    assert root("${HL_TEST_SCRATCH:-/elsewhere}/runs") == tmp_path / "scratch" / "runs"
+    monkeypatch.delenv("HL_TEST_SCRATCH")
+    with pytest.raises(ConfigError) as err:
+        root("$HL_TEST_SCRATCH/runs")  # not a folder literally named "$HL_TEST_SCRATCH" under the current one
+    assert "profile testprof run_root: '$HL_TEST_SCRATCH/runs': $HL_TEST_SCRATCH is not set here" in str(err.value)
+    assert "${HL_TEST_SCRATCH:-/other/path}" in str(err.value)
