@@ -190,8 +190,18 @@ def launcher_sections(r: Any) -> None:
                              "set train.lr, train.weight_decay, train.adam_betas, train.warmup_steps instead")
 
 
-# MindSpore's parallel keys that the torch recipes have no counterpart for, and their defaults
-MINDSPORE_ONLY = {"micro_batch_num": 1, "optimizer_shard": False, "recompute": False, "vocab_emb_dp": True}
+# MindSpore's parallel keys that the torch recipes have no counterpart for
+MINDSPORE_ONLY = ("micro_batch_num", "optimizer_shard", "recompute", "vocab_emb_dp")
+
+
+def _parallel_default(key: str) -> Any:
+    """ParallelSpec's default of `key`, from the field table generated off the model (this module cannot import
+    the models it validates)."""
+    from hpclaunch.config.light_schema import MODELS
+
+    fields: Any = MODELS["ParallelSpec"]["fields"]
+    (default,) = [f[3] for f in fields if f[0] == key]
+    return default[1]
 
 
 def torch_parallel(par: Any) -> None:
@@ -199,7 +209,7 @@ def torch_parallel(par: Any) -> None:
     if par.pipeline_stage > 1:
         raise ValueError(f"parallel.pipeline_stage={par.pipeline_stage}: the torch recipes implement tensor and "
                          "data parallelism, not pipeline stages; set pipeline_stage=1 and use model_parallel")
-    set_keys = [f"{k}={getattr(par, k)}" for k, default in MINDSPORE_ONLY.items() if getattr(par, k) != default]
+    set_keys = [f"{k}={getattr(par, k)}" for k in MINDSPORE_ONLY if getattr(par, k) != _parallel_default(k)]
     if set_keys:
         raise ValueError(f"parallel: {', '.join(set_keys)} are MindSpore settings (launcher msrun) that torchrun "
                          "would ignore: remove them (train.activation_checkpointing is the torch recompute)")
