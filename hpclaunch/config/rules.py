@@ -199,8 +199,8 @@ def _parallel_default(key: str) -> Any:
     the models it validates)."""
     from hpclaunch.config.light_schema import MODELS
 
-    fields: Any = MODELS["ParallelSpec"]["fields"]
-    (default,) = [f[3] for f in fields if f[0] == key]
+    table: Any = MODELS["ParallelSpec"]
+    (default,) = [f[3] for f in table["fields"] if f[0] == key]
     return default[1]
 
 
