@@ -60,6 +60,17 @@ class JobRuns:
     segments: list[Segment] = field(default_factory=list)
     online: int = 0  # W&B runs the job streamed itself (tracking.wandb.mode online): nothing to upload
 
+    @classmethod
+    def at(cls, label: str, run_dir: Path, running: bool = False) -> JobRuns:
+        """The W&B runs found in `run_dir`."""
+        files = RunFiles(run_dir)
+        return cls(label, run_dir, running=running, segments=[Segment(p) for p in files.wandb_offline_runs()],
+                   online=len(files.wandb_online_runs()))
+
+    @property
+    def run_ids(self) -> list[str]:
+        return sorted({s.run_id for s in self.segments})
+
     def to_upload(self, include_synced: bool) -> list[Segment]:
         todo = [s for s in self.segments if include_synced or not s.synced]
         if self.running and todo and todo[-1] == self.segments[-1]:
@@ -69,19 +80,17 @@ class JobRuns:
     def as_dict(self, include_synced: bool) -> dict[str, Any]:
         todo = self.to_upload(include_synced)
         return {"job": self.label, "run_dir": str(self.run_dir), "running": self.running,
-                "wandb_runs": sorted({s.run_id for s in self.segments}), "online_runs": self.online,
+                "wandb_runs": self.run_ids, "online_runs": self.online,
                 "segments": [{"path": str(s.path), "synced": s.synced, "upload": s in todo} for s in self.segments]}
 
 
 def summary(run_dir: Path) -> dict[str, Any] | None:
     """What `status` says of a run's W&B runs (no scheduler call): None when the job has none."""
-    files = RunFiles(run_dir)
-    segments = [Segment(p) for p in files.wandb_offline_runs()]
-    online = len(files.wandb_online_runs())
-    if not segments and not online:
+    runs = JobRuns.at(str(run_dir), run_dir)
+    if not runs.segments and not runs.online:
         return None
-    return {"run_ids": sorted({s.run_id for s in segments}), "offline": len(segments),
-            "not_uploaded": sum(not s.synced for s in segments), "online": online}
+    return {"run_ids": runs.run_ids, "offline": len(runs.segments),
+            "not_uploaded": sum(not s.synced for s in runs.segments), "online": runs.online}
 
 
 def describe(info: dict[str, Any], job: str) -> str:
@@ -113,10 +122,7 @@ def find(refs: list[str]) -> list[JobRuns]:
     out = []
     for label, run_dir, record in found:
         st = states.get(record.job_id) if record is not None else None
-        files = RunFiles(run_dir)
-        out.append(JobRuns(label, run_dir, running=st is not None and not st.finished,
-                           segments=[Segment(p) for p in files.wandb_offline_runs()],
-                           online=len(files.wandb_online_runs())))
+        out.append(JobRuns.at(label, run_dir, running=st is not None and not st.finished))
     return out
 
 

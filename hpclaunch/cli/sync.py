@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
+
+if TYPE_CHECKING:
+    from hpclaunch.wandb_sync import JobRuns
 
 
 @click.command("sync", epilog=examples(
@@ -48,19 +53,15 @@ def sync_cmd(jobs: tuple[str, ...], dry_run: bool, include_synced: bool, project
         click.echo("nothing to upload" + ("" if include_synced else " (--include-synced uploads again)"))
 
 
-def _line(j: object, include_synced: bool) -> str:
-    from hpclaunch.wandb_sync import JobRuns
-
-    assert isinstance(j, JobRuns)
+def _line(j: JobRuns, include_synced: bool) -> str:
     if not j.segments:
         if j.online:
             return f"{j.label}: its W&B run was online (the job streamed it): nothing to upload"
         return f"{j.label}: no W&B runs (it ran without tracking.wandb)"
     todo = j.to_upload(include_synced)
     done = sum(s.synced for s in j.segments)
-    ids = ", ".join(sorted({s.run_id for s in j.segments}))
-    text = (f"{j.label}: W&B run {ids}, {len(j.segments)} offline run(s) in {j.segments[0].path.parent}: "
-            f"{len(todo)} to upload, {done} uploaded before")
+    text = (f"{j.label}: W&B run {', '.join(j.run_ids)}, {len(j.segments)} offline run(s) in "
+            f"{j.segments[0].path.parent}: {len(todo)} to upload, {done} uploaded before")
     if j.running:
         text += "; the job is still running: its newest one is still being written, sync again when it ends"
     return text

@@ -107,7 +107,6 @@ class Wandb:
             project=w.project, entity=w.entity, group=group, tags=list(w.tags) or None, name=spec.name,
             id=wandb_run_id(run_dir), resume="allow", mode=w.mode, dir=str(run_dir), config=wandb_config(spec),
             settings=wandb.Settings(console="off", silent=True))
-        self.step = -1
 
     def write(self, kind: str, record: dict[str, Any]) -> None:
         step = record.get("step")
