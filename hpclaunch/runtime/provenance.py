@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch import runfiles
+from hpclaunch.runtime import sampler
 
 ENV_PREFIXES = ("HPCLAUNCH_", "NCCL_", "TORCH_", "TORCHELASTIC_", "PET_", "CUDA_", "OMP_", "MKL_", "HF_",
                 "TRANSFORMERS_", "SLURM_", "MASTER_", "HCCL_", "ASCEND_", "MUSA_", "MCCL_", "MTHREADS_", "GLOO_",
@@ -92,28 +93,22 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
             "count": len(rows)}
 
 
-_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*[A-Za-z]")  # NPU id, name | Health (OK, Warning, ...)
 _VERSION = re.compile(r"Version:\s*([\w.\-]+)", re.IGNORECASE)
+_GMI_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
 
 
 def parse_npu_smi(text: str) -> dict[str, Any]:
-    """``npu-smi info``: the table's first row of each chip (``| 0     910B3  | OK ...``; an Atlas A3 NPU has
-    two chips, so two such rows) and its Version. The chip's second row (``| 0     0  | 0000:9D:00.0 |``) and
-    the process table (``| 0       0  | 13128 | python |``) have a number where the health is, and do not
-    count (tests/fixtures/device-tools/npu-smi-info.*.txt)."""
-    models = [m.group(2) for line in text.splitlines() if (m := _NPU_ROW.match(line.strip()))]
+    """``npu-smi info``: one device per chip (an Atlas A3 NPU has two), named on its first row
+    (``| 0     910B3  | OK ...``), as the usage sampler reads the table (sampler.npu_smi_chips), and its Version."""
+    models = [name for _npu, name, _cells in sampler.npu_smi_chips(text)]
     version = _VERSION.search(text)
     return {"models": sorted(set(models)), "driver": version.group(1) if version else None, "count": len(models)}
 
 
-_GMI_NAME = re.compile(r"^\d+\s+(\S.*?)\s*\|")  # `0    MTT S5000            |00000000:18:00.0 ...`
-_GMI_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-
-
 def parse_mthreads_gmi(text: str) -> dict[str, Any]:
-    """``mthreads-gmi`` (its default table, as the sampler reads it): the name on each GPU's first row, the
-    ``Driver Version:`` of the header (tests/fixtures/device-tools/mthreads-gmi.*.txt)."""
-    models = [m.group(1) for line in text.splitlines() if (m := _GMI_NAME.match(line))]
+    """``mthreads-gmi`` (its default table, as the sampler reads it: sampler.mthreads_gmi_rows): the name on each
+    GPU's first row, the ``Driver Version:`` of the header (tests/fixtures/device-tools/mthreads-gmi.*.txt)."""
+    models = [m.group(2) for m in sampler.mthreads_gmi_rows(text)]
     driver = _GMI_DRIVER.search(text)
     return {"models": sorted(set(models)), "driver": driver.group(1) if driver else None, "count": len(models)}
 

@@ -83,18 +83,7 @@ def parse_npu_smi_info(text: str) -> list[dict[str, Any]]:
     pair whose total is not 0 (HBM-Usage: on 910B Memory-Usage reads 0 / 0), none when there is no such pair.
     The process table below is not read: its rows have a process id where the second row has a Bus-Id."""
     out = []
-    npu = None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or not cells[0][:1].isdigit():
-            continue
-        if not _BUS_ID.match(cells[1]):
-            first = cells[0].split()
-            # a first row: NPU id, then the health (OK, Warning, ...); a process row has a process id there
-            npu = int(first[0]) if len(first) > 1 and cells[1][:1].isalpha() else None
-            continue
-        if npu is None:
-            continue
+    for npu, _name, cells in npu_smi_chips(text):
         chip = cells[0].split()
         stats = cells[2].split(None, 1)
         pairs = [(int(u), int(t)) for u, t in _USED_TOTAL.findall(stats[1] if len(stats) > 1 else "") if int(t)]
@@ -106,7 +95,26 @@ def parse_npu_smi_info(text: str) -> list[dict[str, Any]]:
     return out
 
 
-_GMI_ROW = re.compile(r"^(\d+)\s+\S.*?\|[^|]*\|\s*(\S+)\s+(\S+)")
+def npu_smi_chips(text: str) -> list[tuple[int, str, list[str]]]:
+    """``npu-smi info``'s chips: (NPU id, name, the cells of the chip's second row), one per second row that
+    follows a first row (provenance counts and names the devices from these too)."""
+    out = []
+    first: tuple[int, str] | None = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0][:1].isdigit():
+            continue
+        if not _BUS_ID.match(cells[1]):
+            head = cells[0].split()
+            # a first row: NPU id and name, then the health (OK, Warning, ...); a process row has a process id there
+            first = (int(head[0]), head[1]) if len(head) > 1 and cells[1][:1].isalpha() else None
+            continue
+        if first is not None:
+            out.append((*first, cells))
+    return out
+
+
+_GMI_ROW = re.compile(r"^(\d+)\s+(\S.*?)\s*\|[^|]*\|\s*(\S+)\s+(\S+)")  # id, name | PCIe | %GPU Mem
 _GMI_MEM = re.compile(r"^(\d+(?:\.\d+)?)MiB\((\d+(?:\.\d+)?)MiB\)$")
 
 
@@ -118,15 +126,17 @@ def parse_mthreads_gmi(text: str) -> list[dict[str, Any]]:
 
     -> one dict per GPU. The other rows start with blanks, the process table's rows have no ``|``."""
     out = []
-    for line in text.splitlines():
-        m = _GMI_ROW.match(line)
-        if not m:
-            continue
-        mem = _GMI_MEM.match(m.group(3))
-        out.append({"index": int(m.group(1)), "utilization": _percent(m.group(2)),
+    for m in mthreads_gmi_rows(text):
+        mem = _GMI_MEM.match(m.group(4))
+        out.append({"index": int(m.group(1)), "utilization": _percent(m.group(3)),
                     "memory_used_bytes": int(float(mem.group(1)) * MIB) if mem else None,
                     "memory_total_bytes": int(float(mem.group(2)) * MIB) if mem else None})
     return out
+
+
+def mthreads_gmi_rows(text: str) -> list[re.Match[str]]:
+    """Each GPU's first row of ``mthreads-gmi``'s table: groups id, name, %GPU, Mem (provenance reads the names)."""
+    return [m for line in text.splitlines() if (m := _GMI_ROW.match(line))]
 
 
 DEVICE_TOOLS: tuple[tuple[str, list[str], Callable[[str], list[dict[str, Any]]]], ...] = (
