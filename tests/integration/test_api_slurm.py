@@ -4,7 +4,6 @@ and the Lmod modules of the job's own environment (the profile loads hpclaunch-d
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -21,17 +20,10 @@ SHORT = {"train.max_steps": 4, "train.log_every": 1, "train.save_every": 0, "tra
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hpclaunch.Job]:
-    old = os.environ.get("HPCLAUNCH_HOME")
-    os.environ["HPCLAUNCH_HOME"] = str(tmp_path_factory.mktemp("hpclaunch-home"))
-    try:
-        submitted = hpclaunch.submit(REPO / "recipes" / "gpt2", profile="dev-slurm", preset="tiny", layout="1n2g",
-                                     overrides=SHORT)
-        yield submitted
-    finally:
-        if old is None:
-            os.environ.pop("HPCLAUNCH_HOME", None)
-        else:
-            os.environ["HPCLAUNCH_HOME"] = old
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the function-scoped monkeypatch cannot serve
+        mp.setenv("HPCLAUNCH_HOME", str(tmp_path_factory.mktemp("hpclaunch-home")))
+        yield hpclaunch.submit(REPO / "recipes" / "gpt2", profile="dev-slurm", preset="tiny", layout="1n2g",
+                               overrides=SHORT)
 
 
 def test_the_api_submits_waits_and_reads_metrics_of_a_slurm_job(job: hpclaunch.Job) -> None:

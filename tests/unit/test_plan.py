@@ -7,32 +7,24 @@ plans below are those of the real models, built on the meta device, on every bun
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from click.testing import Result
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 GIB = float(1 << 30)
 
 
-def _preset_table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("preset_table", REPO / "scripts" / "preset_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-preset_table = _preset_table()
+preset_table = load_script("preset_table")
 PROFILES = sorted(p.stem for p in (REPO / "cluster_profiles").glob("*.yaml"))
 
 # (recipe, preset, published parameter count of the model the recipe trains)

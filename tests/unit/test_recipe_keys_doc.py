@@ -4,22 +4,14 @@ pydantic models: a key added to hpclaunch/config/recipe.py without `python scrip
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _recipe_keys() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("recipe_keys", REPO / "scripts" / "recipe_keys.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipe_keys = _recipe_keys()
+recipe_keys = load_script("recipe_keys")
 
 
 def test_the_doc_table_is_the_generated_one():
