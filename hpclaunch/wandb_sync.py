@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,9 @@ class Segment:
 
     path: Path
 
-    @property
+    @cached_property
     def data(self) -> Path:
+        """run-<id>.wandb (looked up once: every property below is a name beside it)."""
         return next(self.path.glob("run-*.wandb"))
 
     @property
