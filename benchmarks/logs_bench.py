@@ -107,10 +107,10 @@ def main() -> None:
     ap.add_argument("--big-gb", type=float, default=2.0)
     a = ap.parse_args()
 
-    from hpclaunch import registry
     from hpclaunch.logs.diagnose import diagnose
     from hpclaunch.logs.read import merged
-    from hpclaunch.runfiles import RunFiles
+    from hpclaunch.state import registry
+    from hpclaunch.state.runfiles import RunFiles
 
     home = a.dir / "home"
     env = {**os.environ, "HPCLAUNCH_HOME": str(home)}
@@ -149,7 +149,7 @@ def main() -> None:
     results["cli_startup_s"] = min(cli("--version", env=env) for _ in range(3))
 
     if shutil.which("squeue"):
-        from hpclaunch import cmd
+        from hpclaunch.core import cmd
 
         for i in range(500):
             registry.add(
@@ -174,7 +174,7 @@ def main() -> None:
             return seam(argv, **kw)
 
         cmd.run = counting
-        from hpclaunch.jobstate import statuses
+        from hpclaunch.jobs.state import statuses
 
         recs = [r for r in registry.all_records() if r.scheduler == "slurm"]
         t = time.perf_counter()

@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpclaunch import timeline  # noqa: E402 - after the path: this checkout's hpclaunch
-from hpclaunch.runfiles import RunFiles  # noqa: E402
+from hpclaunch.state import timeline  # noqa: E402 - after the path: this checkout's hpclaunch
+from hpclaunch.state.runfiles import RunFiles  # noqa: E402
 
 
 def one_job(home: Path) -> dict:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from hpclaunch.core.version import __version__
+
 __all__ = ["Job", "JobTimeout", "__version__", "job", "submit"]
 
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from hpclaunch.errors import ConfigError, HpclaunchError
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
-    from hpclaunch.cancel import Cancelled
-    from hpclaunch.jobspec import JobSpec
-    from hpclaunch.registry import JobRecord
-    from hpclaunch.resolve import CliOverrides
+    from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.jobs.cancel import Cancelled
     from hpclaunch.schedulers.base import JobStatus
-    from hpclaunch.sweep import SweepSubmission
+    from hpclaunch.state.registry import JobRecord
+    from hpclaunch.submission.resolve import CliOverrides
+    from hpclaunch.submission.sweep import SweepSubmission
 
 UNKNOWN_LIMIT = 10  # polls in a row that the scheduler does not know the job before `wait` gives up
 
@@ -48,7 +48,7 @@ class Job:
 
     # --- the job's record and state
     def _record(self) -> JobRecord:
-        from hpclaunch import registry
+        from hpclaunch.state import registry
 
         if self.job_id is None:
             raise HpclaunchError(f"a dry run submitted nothing (run directory {self.run_dir})",
@@ -57,14 +57,14 @@ class Job:
 
     @property
     def is_sweep(self) -> bool:
-        from hpclaunch.sweep import is_sweep
+        from hpclaunch.submission.sweep import is_sweep
 
         return self.sweep is not None or (self.job_id is not None and is_sweep(self._record()))
 
     @property
     def elements(self) -> list[Job]:
         """A sweep's elements, in order ([] for a job that is no sweep)."""
-        from hpclaunch.sweep import sweep_elements
+        from hpclaunch.submission.sweep import sweep_elements
 
         if self.job_id is None:
             return []
@@ -73,7 +73,7 @@ class Job:
     def status(self) -> JobStatus:
         """The scheduler's view now: state (PENDING, RUNNING, COMPLETED, FAILED, ...), reason, exit code,
         nodes, elapsed."""
-        from hpclaunch.jobstate import statuses
+        from hpclaunch.jobs.state import statuses
 
         record = self._record()
         return statuses([record])[record.job_id]
@@ -82,7 +82,7 @@ class Job:
         """Block until the job (every element of a sweep) has ended; its final status. It does not raise for a
         failed job: look at ``.state``. Raises JobTimeout after `timeout` seconds, JobLost when the scheduler
         stops knowing it."""
-        from hpclaunch.jobstate import statuses
+        from hpclaunch.jobs.state import statuses
         from hpclaunch.logs.follow import JobLost
 
         record = self._record()
@@ -105,7 +105,7 @@ class Job:
     def cancel(self) -> Cancelled:
         """Cancel the job (every step and the batch script; a sweep: every element), as `hpclaunch cancel`
         does: a job that has already ended is left alone, and the result says how and when it ended."""
-        from hpclaunch.cancel import cancel
+        from hpclaunch.jobs.cancel import cancel
 
         (done,) = cancel([self._record().job_id])
         return done
@@ -149,7 +149,7 @@ class Job:
 
     def provenance(self) -> dict[str, Any]:
         """What the run ran with (RUN_DIR/provenance.json; {} before anything wrote it)."""
-        from hpclaunch.provenance import load
+        from hpclaunch.submission.provenance import load
 
         return load(self.run_dir)
 
@@ -164,8 +164,8 @@ def _sweep_status(sweep_id: str, found: dict[str, JobStatus], watched: list[JobR
 
 
 def _from_record(record: JobRecord) -> Job:
-    from hpclaunch.runfiles import SweepFiles
-    from hpclaunch.sweep import is_sweep
+    from hpclaunch.state.runfiles import SweepFiles
+    from hpclaunch.submission.sweep import is_sweep
 
     run_dir = Path(record.run_dir)
     script = SweepFiles(run_dir).script if is_sweep(record) else RunFiles(run_dir).script
@@ -174,7 +174,7 @@ def _from_record(record: JobRecord) -> Job:
 
 def job(job_id: str) -> Job:
     """A recorded job (or sweep, or sweep element) by its id, as `hpclaunch status` shows it."""
-    from hpclaunch import registry
+    from hpclaunch.state import registry
 
     return _from_record(registry.get(job_id))
 
@@ -201,7 +201,7 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
     own arguments (``submit train.py --launcher torchrun -- ARGS``)."""
     import os
 
-    from hpclaunch.resolve import CliOverrides
+    from hpclaunch.submission.resolve import CliOverrides
 
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time, name=name, sets=tuple(f"{k}={_set_text(v)}" for k, v in (overrides or {}).items()),
@@ -219,7 +219,7 @@ def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: S
                    skip_fit_check: bool = False) -> Job:
     """`submit` with the command line's own words (``--set``/``--sweep``/``--after`` strings): what
     `hpclaunch submit` calls."""
-    from hpclaunch import submission
+    from hpclaunch.submission import submit as submission
 
     if sweep or max_parallel is not None:
         return _submit_sweep(recipe, profile, cli, sweep, max_parallel, dry_run=dry_run, after=after,
@@ -238,21 +238,21 @@ def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec
     from hpclaunch.config.loader import is_jobspec_file
 
     if is_jobspec_file(recipe):
-        from hpclaunch.resolve import resolve_again
+        from hpclaunch.submission.resolve import resolve_again
 
         # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
         return resolve_again(recipe, cli, profile)
-    from hpclaunch.resolve import resolve
+    from hpclaunch.submission.resolve import resolve
 
     # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever
     return resolve(recipe, _require_profile(profile), cli, light=True)
 
 
 def _require_profile(profile: str | None) -> str:
-    """`profile`, else the user's default_profile (hpclaunch/userconfig.py)."""
+    """`profile`, else the user's default_profile (hpclaunch/config/userconfig.py)."""
     if profile:
         return profile
-    from hpclaunch import userconfig
+    from hpclaunch.config import userconfig
 
     default = userconfig.default_profile()
     if not default:
@@ -281,8 +281,8 @@ def _check_after(spec: JobSpec, after: Sequence[str]) -> None:
 def _submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str],
                   max_parallel: int | None, *, dry_run: bool, after: Sequence[str] = (),
                   skip_fit_check: bool = False) -> Job:
-    from hpclaunch import sweep
     from hpclaunch.config.loader import is_jobspec_file
+    from hpclaunch.submission import sweep
 
     if not items:
         raise ConfigError("--max-parallel goes with --sweep KEY=V1,V2,... (max_parallel= with sweep=)")

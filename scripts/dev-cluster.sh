@@ -108,9 +108,11 @@ ensure_packages() {
 
 # ---------------------------------------------------------------------------- files
 host_python_bin() {
-  local py
-  if [ -x /root/.pyenv/versions/3.11.7/bin/python ]; then
-    echo /root/.pyenv/versions/3.11.7/bin
+  local py venv
+  # the project's environment (scripts/install-deps.sh): a task with --export=NONE still finds hpclaunch
+  venv="${HPCLAUNCH_VENV:-${VIRTUAL_ENV:-$(cd "$TPL/../.." && pwd)/.venv}}"
+  if [ -x "$venv/bin/python" ]; then
+    echo "$venv/bin"
     return
   fi
   py=$(command -v python3 || command -v python || true)

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Install hpclaunch's Python dependencies on a fresh machine (idempotent; ~1 s when nothing changed).
+# Install hpclaunch and its Python dependencies into a virtual environment (idempotent; ~1 s when nothing changed).
 #
-#   scripts/install-deps.sh          torch==2.13.0 first, then `pip install -e ".[recipes,dev]"`
-#   PYTHON=/path/to/python scripts/install-deps.sh
-#   HPCLAUNCH_DEPS_FORCE=1 scripts/install-deps.sh    reinstall the editable package even if up to date
+#   bash scripts/install-deps.sh     the project's own venv .venv/ (made with python3): torch==2.13.0 first,
+#                                    then `pip install -e ".[recipes,dev]"`; afterwards `source .venv/bin/activate`
+#   HPCLAUNCH_VENV=DIR bash scripts/install-deps.sh    a venv you name (made when missing); an activated venv
+#                                    ($VIRTUAL_ENV) is used as it is
+#   PYTHON=/path/to/python3 ...      the interpreter the venv is made from (default: python3 on PATH)
+#   HPCLAUNCH_DEPS_FORCE=1 ...       reinstall the editable package even if up to date
+#
+# Never into the system Python: Debian's python3 refuses it (PEP 668, "externally-managed-environment").
+# A Debian python3 without the venv module gets the python3-venv package when run as root, or says how.
 #
 # torch is installed first and pinned with a constraints file in every later pip call: asking pip
 # for plain `torch` or a range (or letting it upgrade accelerate eagerly) pulls torch 2.15 and GBs
@@ -11,11 +17,30 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY=${PYTHON:-$(command -v python || command -v python3)}
+VENV="${HPCLAUNCH_VENV:-${VIRTUAL_ENV:-$ROOT/.venv}}"
+BASE_PY="${PYTHON:-$(command -v python3 || command -v python)}"
 TORCH_VERSION=2.13.0
 EXTRAS="recipes,dev"
 T0=$(date +%s)
 log() { echo "[install-deps $(( $(date +%s) - T0 ))s] $*"; }
+
+# 0. the virtual environment.
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! "$BASE_PY" -c 'import ensurepip, venv' 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      ver="$("$BASE_PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+      log "installing python${ver}-venv (this python3 has no venv module)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python${ver}-venv" >/dev/null
+    else
+      echo "install-deps: $BASE_PY cannot make a virtual environment (no venv/ensurepip module)." >&2
+      echo "  On Debian/Ubuntu: sudo apt-get install python3-venv, then run this again." >&2
+      exit 2
+    fi
+  fi
+  log "creating the virtual environment $VENV (from $BASE_PY)"
+  "$BASE_PY" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
 pip_install() { "$PY" -m pip install -q "$@"; }
@@ -38,7 +63,7 @@ want="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/constraints.txt" | sha256sum |
 if [ "${HPCLAUNCH_DEPS_FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
   (cd / && "$PY" -c "
 import importlib.metadata as m, os, sys, hpclaunch
-for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'wandb', 'pytest', 'hypothesis', 'mypy', 'types-PyYAML'):
+for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'wandb', 'pytest', 'hypothesis', 'mypy', 'import-linter', 'types-PyYAML'):
     m.version(d)  # raises when a dependency went missing since the stamp was written
 sys.exit(0 if os.path.realpath(hpclaunch.__file__).startswith(os.path.realpath('$ROOT') + os.sep) else 1)") 2>/dev/null; then
   log "hpclaunch[$EXTRAS] already installed from $ROOT"
@@ -51,4 +76,4 @@ else
 fi
 
 log "python $("$PY" -c 'import sys; print(sys.version.split()[0])') | torch $(dist_version torch) | hpclaunch $(dist_version hpclaunch)"
-log "done"
+log "done: the environment is $VENV (use it with: source $VENV/bin/activate)"

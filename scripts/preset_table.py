@@ -44,7 +44,7 @@ def fixture_profiles() -> Iterator[Path]:
     import yaml
 
     from hpclaunch.assets.store import asset_path
-    from hpclaunch.paths import bundled_root
+    from hpclaunch.core.paths import bundled_root
 
     with tempfile.TemporaryDirectory(prefix="hpclaunch-presets-") as tmp:
         root = Path(tmp)
@@ -71,10 +71,10 @@ def fixture_profiles() -> Iterator[Path]:
 
 
 def _row(recipe: str, preset: str, profile: str) -> list[str]:
+    from hpclaunch.config.precision import precision_for
     from hpclaunch.errors import HpclaunchError, NoPlan
     from hpclaunch.plan import plan_job
-    from hpclaunch.precision import precision_for
-    from hpclaunch.resolve import CliOverrides, resolve
+    from hpclaunch.submission.resolve import CliOverrides, resolve
 
     try:
         spec = resolve(recipe, profile, CliOverrides(preset=preset))
@@ -102,7 +102,7 @@ def _where(recipe: str, preset: str, profile: str) -> str:
 def table() -> str:
     """The Markdown table: one row per recipe x preset x bundled profile."""
     from hpclaunch.config.loader import read_yaml
-    from hpclaunch.paths import bundled_root
+    from hpclaunch.core.paths import bundled_root
 
     with fixture_profiles():
         profiles = sorted(p.stem for p in (bundled_root() / "cluster_profiles").glob("*.yaml"))

@@ -3,7 +3,7 @@ never zeroes gradients, syncs the device every step), for the side-by-side throu
 
 Only the parts around the loop are replaced so that it trains the very same model on the very same
 blocks as the recipe run it is compared with: model, tokenizer and data come from the recipe's cached
-assets (hpclaunch.runtime.build / data), read through the run's resolved.yaml. Run under torchrun, on
+assets (hpclaunch.runtime.train.build / data), read through the run's resolved.yaml. Run under torchrun, on
 the CPU (gloo) or, with --device cuda, on GPUs (nccl, and the seed's torch.cuda.synchronize() per step):
 
     torchrun --standalone --nproc-per-node=2 benchmarks/baseline/main_hf_loop.py \
@@ -22,9 +22,9 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 from transformers import default_data_collator, get_scheduler
 
-from hpclaunch.jobspec import load_jobspec
-from hpclaunch.runtime import build, data
-from hpclaunch.runtime.distributed import Dist
+from hpclaunch.config.jobspec import load_jobspec
+from hpclaunch.runtime.train import build, data
+from hpclaunch.runtime.train.distributed import Dist
 
 
 def print_rank_0(message):

@@ -15,7 +15,7 @@ from hpclaunch.assets.store import asset_path, check_files, read_manifest, store
 from hpclaunch.errors import AssetError
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 
 def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:

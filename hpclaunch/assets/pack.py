@@ -20,6 +20,7 @@ from hpclaunch.assets.store import (
     read_manifest,
     write_manifest,
 )
+from hpclaunch.core.tarsafe import extract_all
 from hpclaunch.errors import AssetError
 
 
@@ -56,7 +57,7 @@ def unpack(archive: Path, store: Path) -> list[Unpacked]:
     try:
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(work, filter="data")
+                extract_all(tar, work)
         except (tarfile.TarError, OSError) as exc:
             raise AssetError(f"cannot read {archive}: {exc}") from None
         done, bad = [], []

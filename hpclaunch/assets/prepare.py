@@ -1,4 +1,4 @@
-"""Run hpclaunch.runtime.prepare for a job spec in a child Python, offline, against a store."""
+"""Run hpclaunch.runtime.train.prepare for a job spec in a child Python, offline, against a store."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hpclaunch import cmd
+from hpclaunch.config.jobspec import JobSpec
+from hpclaunch.core import cmd
 from hpclaunch.errors import AssetError, CommandError
-from hpclaunch.jobspec import JobSpec
 
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -23,7 +23,7 @@ def prepare_data(spec: JobSpec, store: Path) -> dict[str, Any]:
         resolved.write_text(spec.to_yaml(), encoding="utf-8")
         env = {**os.environ, **_OFFLINE, "HPCLAUNCH_ASSET_STORE": str(store)}
         try:
-            proc = cmd.run([sys.executable, "-m", "hpclaunch.runtime.prepare", str(resolved)], env=env,
+            proc = cmd.run([sys.executable, "-m", "hpclaunch.runtime.train.prepare", str(resolved)], env=env,
                            timeout=6 * 3600)
         except CommandError as exc:
             raise AssetError(f"preparing the data of recipe {spec.recipe.name!r} failed: "

@@ -25,7 +25,7 @@ def stage_via_slurm(requests: Sequence[AssetRequest], store: Path, endpoints: Se
                     partition: str, folder: Path, workers: int, verify: bool, timeout: float,
                     time_min: int = 60, on_submit=None) -> tuple[list[StageResult], list[str], str]:
     """Run `stage_all` as a Slurm job on `partition` and wait for it; submitit keeps its files in `folder`."""
-    from hpclaunch.extras import need
+    from hpclaunch.core.extras import need
 
     submitit = need("submitit")
     executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")

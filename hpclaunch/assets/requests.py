@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 PARTS = ("config", "weights", "tokenizer")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")

@@ -35,7 +35,7 @@ _CHUNK = 8 << 20
 
 def store_root(store: str) -> Path:
     """The store path of a profile (``~`` and ``$VARS`` expanded here, on the machine that reads it)."""
-    from hpclaunch.paths import expand
+    from hpclaunch.core.paths import expand
 
     return expand(store, "assets.store")
 

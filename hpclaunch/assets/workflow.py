@@ -2,7 +2,8 @@
 (endpoints) and into which store; staging it here or inside a Slurm job; packing it; preparing the
 recipes' datasets. Nothing here prints: progress comes through callbacks, results as objects.
 
-    plan = plan_stage("guangzhou-a800", ["recipes/gpt2"], preset="tiny", models=["gpt2@main"])
+    specs = [resolve("recipes/gpt2", "guangzhou-a800", CliOverrides(preset="tiny"))]   # hpclaunch.submission.resolve
+    plan = plan_stage("guangzhou-a800", specs, models=["gpt2@main"])
     outcome = stage_assets(plan, pack_file=Path("assets.tar"))
     outcome.check()                      # AssetError naming every asset that failed
     for done in prepare_datasets(plan):  # tokenize each recipe's dataset into the store, offline
@@ -23,7 +24,7 @@ from hpclaunch.assets.store import store_root
 from hpclaunch.errors import AssetError, HpclaunchError
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 
 class NothingToStage(HpclaunchError):
@@ -42,22 +43,17 @@ class StagePlan:
     notes: tuple[str, ...] = ()  # e.g. a recipe that needs no hub assets
 
 
-def plan_stage(profile: str, recipes: Sequence[str] = (), *, preset: str | None = None,
-               models: Sequence[str] = (), datasets: Sequence[str] = (),
-               endpoints: Sequence[str] = ()) -> StagePlan:
-    """The assets RECIPEs (resolved on `profile` with `preset`) need, plus `models` (``REPO[@REV]``) and
-    `datasets` (``REPO[:CONFIG][@REV]``), merged; `endpoints` replace the profile's mirror and fallbacks.
+def plan_stage(profile: str, specs: Sequence[JobSpec] = (), *, models: Sequence[str] = (),
+               datasets: Sequence[str] = (), endpoints: Sequence[str] = ()) -> StagePlan:
+    """The assets the resolved recipes `specs` need, plus `models` (``REPO[@REV]``) and `datasets`
+    (``REPO[:CONFIG][@REV]``), merged; `endpoints` replace the profile's mirror and fallbacks.
     Raises NothingToStage when nothing at all was asked for."""
     from hpclaunch.config.loader import load_profile
-    from hpclaunch.resolve import CliOverrides, resolve
 
     prof = load_profile(profile)
     wanted: list[AssetRequest] = []
     notes: list[str] = []
-    specs = []
-    for recipe in recipes:
-        spec = resolve(recipe, profile, CliOverrides(preset=preset))
-        specs.append(spec)
+    for spec in specs:
         found = requests_for_spec(spec)
         if not found:
             notes.append(f"recipe {spec.recipe.name} (preset {spec.preset or 'none'}) needs no hub assets")
@@ -125,7 +121,7 @@ def stage_assets(plan: StagePlan, *, workers: int = 8, verify: bool = False, tim
     host = None
     if slurm_partition:
         from hpclaunch.assets.remote import stage_via_slurm
-        from hpclaunch.paths import hpclaunch_home
+        from hpclaunch.core.paths import hpclaunch_home
 
         results, errors, host = stage_via_slurm(
             plan.requests, plan.store, plan.endpoints, partition=slurm_partition,

@@ -1,4 +1,4 @@
-"""hpclaunch cancel JOB... (hpclaunch/cancel.py does the work)"""
+"""hpclaunch cancel JOB... (hpclaunch/jobs/cancel.py does the work)"""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
     A job that has already ended is left alone: cancel says how and when it ended, and exits 0.
     Every id is checked before anything is cancelled.
     """
-    from hpclaunch.cancel import cancel
+    from hpclaunch.jobs.cancel import cancel
 
     done = cancel(jobs)
     if as_json:

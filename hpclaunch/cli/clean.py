@@ -1,4 +1,4 @@
-"""hpclaunch clean [--dry-runs] [--older-than AGE] [--yes | --dry-run] (hpclaunch/clean.py does the work)"""
+"""hpclaunch clean [--dry-runs] [--older-than AGE] [--yes | --dry-run] (hpclaunch/jobs/clean.py does the work)"""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
 
     Give --dry-runs, --older-than or both. A run directory that no job record names is a dry run's; one of
     recorded jobs goes only when the scheduler says they all ended."""
-    from hpclaunch import clean
+    from hpclaunch.jobs import clean
 
     if not dry_runs_only and older_than is None:
         raise click.UsageError("say what to remove: --dry-runs, --older-than AGE, or both")

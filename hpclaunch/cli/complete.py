@@ -1,12 +1,12 @@
 """Shell completion callbacks for click options and arguments (`shell_complete=`); the candidates come from
-hpclaunch/completion.py. Enable with `eval "$(_HPCLAUNCH_COMPLETE=bash_source hpclaunch)"` (docs/completion.md)."""
+hpclaunch/cli/completion.py. Enable with `eval "$(_HPCLAUNCH_COMPLETE=bash_source hpclaunch)"` (docs/completion.md)."""
 
 from __future__ import annotations
 
 from click import Context, Parameter
 from click.shell_completion import CompletionItem
 
-from hpclaunch import completion
+from hpclaunch.cli import completion
 
 
 def _items(candidates: list[completion.Candidate]) -> list[CompletionItem]:

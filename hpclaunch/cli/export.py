@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from hpclaunch import registry
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.state import registry
 
 
 @click.command("export", epilog=examples(
@@ -25,7 +25,7 @@ def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str
 
     DeepSpeed checkpoints of every ZeRO stage are consolidated to fp32 (the login node needs 4 bytes per
     parameter of memory)."""
-    from hpclaunch.export import checkpoint, export
+    from hpclaunch.jobs.export import checkpoint, export
 
     run_dir = Path(registry.get(job).run_dir)
     if out is None:
@@ -50,7 +50,7 @@ def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str
 def export_run_cmd(job: str, out: Path, as_json: bool) -> None:
     """Pack JOB's metrics, resolved config, provenance and timeline (no checkpoints) into a small archive that
     `hpclaunch compare` takes on another cluster, for a cross-cluster comparison (docs/recipes.md)."""
-    from hpclaunch.runarchive import export_run
+    from hpclaunch.state.runarchive import export_run
 
     path = export_run(Path(registry.get(job).run_dir), out)
     if as_json:

@@ -19,7 +19,7 @@ INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-
 
 
 class StatusLine:
-    """On a terminal, the job's progress (step / max, loss, tokens/s, ETA: hpclaunch.watch.progress_text) kept
+    """On a terminal, the job's progress (step / max, loss, tokens/s, ETA: hpclaunch.jobs.watch.progress_text) kept
     as the last line under the streamed ones: cleared before each line is printed, drawn again after it (read
     from the metrics at most once per `interval` seconds). Nothing when stdout or `stream` is not a terminal,
     so a pipe or a log file gets the lines alone."""
@@ -40,7 +40,7 @@ class StatusLine:
             return
         now = time.monotonic()
         if now - self.read_at >= self.interval:
-            from hpclaunch.watch import progress_text
+            from hpclaunch.jobs.watch import progress_text
 
             self.text, self.read_at = progress_text(self.run_dir), now
         if self.text and not self.shown:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from hpclaunch import registry
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
 from hpclaunch.schedulers import JobStatus, get_scheduler
+from hpclaunch.state import registry
 
 
 def _status(record: registry.JobRecord) -> JobStatus | None:
@@ -68,7 +68,7 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
 
     With --json, one {"rank", "restart", "line"} object per line."""
     from hpclaunch.logs.read import batch_lines, merged
-    from hpclaunch.runfiles import RunFiles
+    from hpclaunch.state.runfiles import RunFiles
 
     if job is None:
         record = registry.newest()

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from hpclaunch import __version__
 from hpclaunch.cli.options import WholeHelpGroup
+from hpclaunch.core.version import __version__
 from hpclaunch.errors import HpclaunchError
 
 # The modules of hpclaunch/cli/ that define commands (each has `register(group)`). Add yours here.

@@ -27,7 +27,7 @@ def plan_cmd(recipe: str, profile: str | None, preset: str | None, layout: str |
     """
     from hpclaunch.api import resolve_spec
     from hpclaunch.plan import plan_job
-    from hpclaunch.resolve import CliOverrides
+    from hpclaunch.submission.resolve import CliOverrides
 
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        sets=sets)

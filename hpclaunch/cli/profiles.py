@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 import yaml
 
-from hpclaunch import cmd
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
 from hpclaunch.config.profile import Profile
 from hpclaunch.config.yamlfile import UnreadableFile
+from hpclaunch.core import cmd
 from hpclaunch.errors import HpclaunchError
 
 
@@ -89,9 +89,9 @@ def check_cmd(profile: str) -> None:
 @click.option("--force", is_flag=True, help="overwrite an existing file")
 def init_cmd(name: str, partitions: tuple[str, ...], out: Path | None, force: bool) -> None:
     """Write a profile for this Slurm cluster from scontrol (partitions, GPUs, CPUs, memory, limits)."""
-    from hpclaunch.config.discover import write_profile
+    from hpclaunch.schedulers import get_scheduler
 
-    path = write_profile(name, partitions, out, force=force)
+    path = get_scheduler("slurm").write_profile(name, partitions, out, force=force)
     click.echo(f"wrote {path}: edit accelerator, backend, python and modules, then "
                f"`hpclaunch profiles check {path}`")
 

@@ -14,7 +14,7 @@ from hpclaunch.config.base import read_yaml
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
 from hpclaunch.config.yamlfile import UnreadableFile
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.resolve import merge_recipe
+from hpclaunch.submission.resolve import merge_recipe
 
 
 @click.group("recipes", cls=WholeHelpGroup,

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch import provenance, registry, timeline, usage
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import human
+from hpclaunch.report import usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
-from hpclaunch.runfiles import RunFiles
-from hpclaunch.sweep import is_sweep, label, sweep_elements
+from hpclaunch.state import registry, timeline
+from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission import provenance
+from hpclaunch.submission.sweep import is_sweep, label, sweep_elements
 
 if TYPE_CHECKING:
     from hpclaunch.report.metrics import Metrics
@@ -68,11 +70,12 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
 def _usage(record: registry.JobRecord) -> dict:
     """Elapsed vs requested time, CPU efficiency and peak memory (sacct when accounting is on, else the job's
     own samples), and the devices' utilisation and memory (samples)."""
-    from hpclaunch.jobstate import statuses
+    from hpclaunch.jobs.state import statuses
     from hpclaunch.schedulers import get_scheduler
 
     samples = usage.read_samples(RunFiles(Path(record.run_dir)).usage)
-    used = get_scheduler(record.scheduler).usage(record.job_id)
+    measured = get_scheduler(record.scheduler).usage(record.job_id)
+    used = usage.summarize(**measured) if measured else None
     if used is None:  # no accounting (or the local scheduler): the time from the status, the rest from samples
         used = usage.with_samples(usage.from_status(statuses([record])[record.job_id]), samples)
     used["devices"] = usage.devices(samples)
@@ -134,7 +137,7 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     from hpclaunch.errors import JobFailed
     from hpclaunch.report.metrics import load_run, loss_diff
     from hpclaunch.report.plots import plot_compare
-    from hpclaunch.runarchive import open_run
+    from hpclaunch.state.runarchive import open_run
 
     run_a = open_run(job_a)
     if job_b is None:

@@ -99,7 +99,10 @@ def stage_cmd(
     kill interrupted. Jobs then run offline from the store.
     """
     try:
-        plan = plan_stage(profile, recipes, preset=preset, models=models, datasets=datasets, endpoints=endpoints)
+        from hpclaunch.submission.resolve import CliOverrides, resolve
+
+        specs = [resolve(recipe, profile, CliOverrides(preset=preset)) for recipe in recipes]
+        plan = plan_stage(profile, specs, models=models, datasets=datasets, endpoints=endpoints)
     except NothingToStage as exc:
         raise click.UsageError(exc.message) from None
     for note in plan.notes:

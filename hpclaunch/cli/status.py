@@ -9,17 +9,18 @@ from pathlib import Path
 
 import click
 
-from hpclaunch import provenance, registry, timeline, wandb_sync
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style, surely_not_a_terminal
 from hpclaunch.errors import ConfigError
-from hpclaunch.jobstate import retries, statuses, stop_reason
+from hpclaunch.jobs import sync as wandb_sync
+from hpclaunch.jobs.state import retries, statuses, stop_reason
 from hpclaunch.report.metrics import last_metrics
-from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import JobStatus, get_scheduler
-from hpclaunch.schedulers.reasons import explain
-from hpclaunch.sweep import is_sweep, label, sweep_elements, sweep_id
+from hpclaunch.state import registry, timeline
+from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission import provenance
+from hpclaunch.submission.sweep import is_sweep, label, sweep_elements, sweep_id
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
@@ -75,17 +76,11 @@ def _metrics_line(m: dict | None) -> str | None:
     return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if k in m)
 
 
-def _reason(s: JobStatus) -> str | None:
-    """Slurm's reason code in words, with the job id in the advice."""
-    text = explain(s.reason)
-    return text.replace("JOB", s.job_id) if text else None
-
-
 def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
              elements: list[registry.JobRecord] | None = None) -> dict:
     chain = retries(r)
     latest = found.get(str(chain[-1]["to"])) if chain else None
-    out = {**asdict(r), **asdict(s), "reason_text": _reason(s), "last_metrics": last_metrics(Path(r.run_dir)),
+    out = {**asdict(r), **asdict(s), "last_metrics": last_metrics(Path(r.run_dir)),
            "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
            "timeline": timeline.load(RunFiles(Path(r.run_dir))),
            "provenance": provenance.summary(provenance.load(Path(r.run_dir))),
@@ -106,7 +101,7 @@ NO_JOBS = "no jobs recorded yet (`hpclaunch submit RECIPE --profile PROFILE`)"
 
 def watch_jobs(jobs: tuple[str, ...], interval: float, once: bool) -> None:
     """Run the live view until Ctrl-C (exit 0, quietly) or until every named job has finished."""
-    from hpclaunch import watch
+    from hpclaunch.cli import live
 
     if interval <= 0:
         raise ConfigError(f"--interval {interval:g}: must be more than 0 seconds (e.g. --interval 5)")
@@ -119,7 +114,7 @@ def watch_jobs(jobs: tuple[str, ...], interval: float, once: bool) -> None:
 
         terminal = Console().is_terminal
     try:
-        watch.run(listed_records, jobs, interval=interval, once=once, terminal=terminal, echo=click.echo)
+        live.run(listed_records, jobs, interval=interval, once=once, terminal=terminal, echo=click.echo)
     except KeyboardInterrupt:
         return
 
@@ -169,7 +164,7 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
         click.echo(f"  recipe {recipe} on {r.profile}, layout {r.layout}, "
                    f"{r.launcher}")
         if s.reason and s.state != "COMPLETED":
-            text = _reason(s)
+            text = s.reason_text
             click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
         stopped = stop_reason(r)
         if stopped:

@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option, target_options
+from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject, say_plan
 from hpclaunch.errors import JobFailed
-from hpclaunch.resolve import CliOverrides
+from hpclaunch.submission.resolve import CliOverrides
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from hpclaunch.jobspec import JobSpec
 
 
 @click.command("submit", epilog=examples(
@@ -107,54 +106,6 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         click.echo(f"run directory: {job.run_dir}")
     if follow and job.job_id is not None:
         _follow(job.job_id, job.run_dir)
-
-
-def say_inject(spec: JobSpec) -> None:
-    if spec.inject:
-        click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
-                   err=True)
-
-
-def say_plan(spec: JobSpec) -> None:
-    """The memory plan's summary line (docs/plan.md), for a dry run."""
-    if spec.recipe.model is None:
-        return
-    from hpclaunch.errors import NoPlan
-    from hpclaunch.plan import plan_job
-
-    try:
-        line = plan_job(spec).summary()
-    except NoPlan as exc:
-        line = f"plan: not made: {exc.message}"
-    click.echo(f"hpclaunch: {line}", err=True)
-
-
-def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
-    """A dry run says how the job would be queued (hpclaunch/api.py checked --after before anything was
-    written). Returns the condition in words ("" without --after)."""
-    if not after:
-        return ""
-    from hpclaunch.schedulers import get_scheduler
-
-    options = get_scheduler(spec.profile.scheduler).dependency_options(after)
-    if dry_run and options:
-        click.echo(f"# would be queued with: {' '.join(options)}", err=True)
-    return ", ".join(after)
-
-
-def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
-    if not dry_run and spec.profile.scheduler == "slurm":
-        _say_excluded()
-    for warning in warnings:
-        click.echo(f"hpclaunch: warning: {warning}", err=True)
-
-
-def _say_excluded() -> None:
-    from hpclaunch import suspects
-
-    for node, info in sorted(suspects.load().items()):
-        click.echo(f"hpclaunch: excluding suspect node {node} ({info.get('reason')}, job {info.get('job')}) "
-                   f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(info['until'])))}", err=True)
 
 
 def _follow(job_id: str, run_dir: Path) -> None:

@@ -1,5 +1,5 @@
 """`hpclaunch submit RECIPE --sweep KEY=V1,V2,... [--max-parallel K]`: printing a sweep's submission and
-following it (hpclaunch/sweep.py does the work)."""
+following it (hpclaunch/submission/sweep.py does the work)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli.options import echo_json
-from hpclaunch.cli.submit import say_after, say_after_submit, say_inject
+from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject
 from hpclaunch.errors import JobFailed
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.schedulers.base import JobStatus
-    from hpclaunch.sweep import SweepSubmission
+    from hpclaunch.submission.sweep import SweepSubmission
 
 INTERRUPTED = 130
 

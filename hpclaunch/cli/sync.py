@@ -1,4 +1,4 @@
-"""hpclaunch sync JOB... (hpclaunch/wandb_sync.py does the work)"""
+"""hpclaunch sync JOB... (hpclaunch/jobs/sync.py does the work)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 
 if TYPE_CHECKING:
-    from hpclaunch.wandb_sync import JobRuns
+    from hpclaunch.jobs.sync import JobRuns
 
 
 @click.command("sync", epilog=examples(
@@ -32,7 +32,7 @@ def sync_cmd(jobs: tuple[str, ...], dry_run: bool, include_synced: bool, project
     network. Jobs write them into RUN_DIR/wandb/ when tracking.wandb is on (offline by default: compute nodes
     need no network). W&B's own uploader does the work; the credentials are W&B's (`wandb login`,
     WANDB_API_KEY, WANDB_BASE_URL). A job still running keeps its newest run for a later sync."""
-    from hpclaunch import wandb_sync
+    from hpclaunch.jobs import sync as wandb_sync
 
     found = wandb_sync.find(list(jobs))
     wandb_sync.check_found(found)

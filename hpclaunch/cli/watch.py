@@ -1,4 +1,4 @@
-"""hpclaunch watch [JOB...] (and `jobs --watch`): a live table of running and recent jobs (hpclaunch/watch.py)."""
+"""hpclaunch watch [JOB...] (and `jobs --watch`): a live table of running and recent jobs (hpclaunch/jobs/watch.py)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def recipe_name(script: Path) -> str:
 
 def script_source(ref: str, launcher: str | None) -> RecipeSource:
     """The ad-hoc recipe of the script `ref`, as resolve reads a recipe.yaml."""
-    from hpclaunch.paths import expand
+    from hpclaunch.core.paths import expand
 
     launcher = launcher or DEFAULT_LAUNCHER
     if launcher not in SCRIPT_LAUNCHERS:

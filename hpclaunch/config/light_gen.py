@@ -93,7 +93,7 @@ def describe(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def models() -> list[type[BaseModel]]:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
     found: dict[str, type[BaseModel]] = {}
 

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.core.paths import expand, search_dirs
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.paths import expand, search_dirs
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """A profile's or recipe's YAML, from the content-addressed cache when this exact file was read
     before (no PyYAML import then); else parsed by hpclaunch.config.yamlfile (and cached)."""
-    from hpclaunch import cache
+    from hpclaunch.core import cache
 
     try:
         raw = path.read_bytes()

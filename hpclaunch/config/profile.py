@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hpclaunch.backends import SCHEDULER_NAMES
 from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR, ProfileMethods
 from hpclaunch.config.tracking import TrackingSpec
+from hpclaunch.core.backends import SCHEDULER_NAMES
 
 if TYPE_CHECKING:
     SchedulerName = str
 else:
-    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch/backends.py
+    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch/core/backends.py
 
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
 Backend = Literal["nccl", "mccl", "hccl", "gloo"]

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from hpclaunch.backends import LAUNCHER_NAMES
 from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
 from hpclaunch.config.tracking import TrackingSpec
+from hpclaunch.core.backends import LAUNCHER_NAMES
 
 if TYPE_CHECKING:
     Launcher = str
 else:
-    Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch/backends.py
+    Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch/core/backends.py
 
 
 class ModelSpec(StrictModel):
@@ -97,7 +97,7 @@ class DeepSpeedSpec(StrictModel):
 
 class ParallelSpec(StrictModel):
     """How a model replica is split: MindSpore's parallel config (seed 004) under msrun; tensor x data parallel
-    (model_parallel ranks per replica, hpclaunch/runtime/tensor_parallel.py) under torchrun."""
+    (model_parallel ranks per replica, hpclaunch/runtime/train/tensor_parallel.py) under torchrun."""
 
     data_parallel: int | None = Field(None, ge=1, description="default: devices / (model_parallel x pipeline_stage)")
     model_parallel: int = Field(1, ge=1, description="tensor-parallel degree")

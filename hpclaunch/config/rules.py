@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.config.slurmtime import parse_time
+from hpclaunch.config.walltime import parse_time
 
 # Which collective backends make sense on which accelerator.
 BACKENDS: dict[str, tuple[str, ...]] = {
@@ -205,7 +205,7 @@ def _parallel_default(key: str) -> Any:
 
 
 def torch_parallel(par: Any) -> None:
-    """A torch recipe's parallel section: tensor x data parallel only (hpclaunch/runtime/tensor_parallel.py)."""
+    """A torch recipe's parallel section: tensor x data parallel only (hpclaunch/runtime/train/tensor_parallel.py)."""
     if par.pipeline_stage > 1:
         raise ValueError(f"parallel.pipeline_stage={par.pipeline_stage}: the torch recipes implement tensor and "
                          "data parallelism, not pipeline stages; set pipeline_stage=1 and use model_parallel")

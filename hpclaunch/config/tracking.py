@@ -1,5 +1,5 @@
 """The `tracking:` section, in recipes and profiles: which experiment trackers a job writes to besides its
-metrics JSON lines and TensorBoard events (hpclaunch/runtime/tracking.py, docs/recipes.md#trackers).
+metrics JSON lines and TensorBoard events (hpclaunch/runtime/train/tracking.py, docs/recipes.md#trackers).
 
     tracking:
       wandb:

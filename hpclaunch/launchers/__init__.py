@@ -1,12 +1,13 @@
 """Launchers turn a JobSpec into the command each node runs. Looked up by name in the table in
-hpclaunch/backends.py, which the recipe validation uses too; a launcher's module is imported only when it is used."""
+hpclaunch/core/backends.py, which the recipe validation uses too; a launcher's module is imported only when it is
+used."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from hpclaunch.backends import LAUNCHER_NAMES, LAUNCHERS
+from hpclaunch.core.backends import LAUNCHER_NAMES, LAUNCHERS
 from hpclaunch.errors import NotFoundError
 
 if TYPE_CHECKING:

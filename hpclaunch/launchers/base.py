@@ -5,7 +5,7 @@ scheduler: HPCLAUNCH_JOB_ID, HPCLAUNCH_NNODES, HPCLAUNCH_NODELIST, HPCLAUNCH_HEA
 HPCLAUNCH_RESTART (0, then +1 per requeue), HPCLAUNCH_RUN_DIR, HPCLAUNCH_CONFIG (the resolved.yaml),
 HPCLAUNCH_LOG_DIR, MASTER_ADDR (the head node's host name), MASTER_IP (its address) and MASTER_PORT
 (derived from the job id); inside each node's task, HPCLAUNCH_NODE_RANK. The run directory's file names
-come from `hpclaunch.runfiles`.
+come from `hpclaunch.state.runfiles`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch import containers
 from hpclaunch.config.rules import VISIBLE_DEVICES_VAR
-from hpclaunch.runfiles import RunFiles
-from hpclaunch.shell import ShellExpr, join, quote
+from hpclaunch.core.shell import ShellExpr, join, quote
+from hpclaunch.launchers import containers
+from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 Word = str | ShellExpr
 
@@ -45,15 +45,15 @@ def device_visibility(spec: JobSpec) -> list[str]:
 
 def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[str]:
     """The shell text of a node's task: device visibility, the container's variables, then `command` under the
-    node supervisor, inside the profile's container where it has one (hpclaunch/containers.py)."""
+    node supervisor, inside the profile's container where it has one (hpclaunch/launchers/containers.py)."""
     wrapped = containers.wrap(spec, run_dir, supervised(spec, command))
     return [*device_visibility(spec), *containers.node_env(spec), "exec " + join(wrapped)]
 
 
 def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:
-    """`command` run by the node supervisor, hpclaunch/runtime/supervise.py, with the resolved watchdog."""
+    """`command` run by the node supervisor, hpclaunch/runtime/node/supervise.py, with the resolved watchdog."""
     w = spec.watchdog
-    words: list[Word] = [spec.python_env.executable, "-m", "hpclaunch.runtime.supervise"]
+    words: list[Word] = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.supervise"]
     if w.enabled:
         words += [f"--timeout={w.timeout:g}", f"--init-timeout={w.init_timeout:g}", f"--min-timeout={w.min_timeout:g}"]
         words += ["--adaptive"] if w.adaptive else []

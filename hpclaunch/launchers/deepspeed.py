@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config import light
+from hpclaunch.config.precision import precision_for
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
-from hpclaunch.precision import precision_for
-from hpclaunch.runfiles import DS_CONFIG, RunFiles
+from hpclaunch.state.runfiles import DS_CONFIG, RunFiles
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

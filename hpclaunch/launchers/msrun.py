@@ -4,7 +4,7 @@ the node rank from HPCLAUNCH_NODE_RANK, per-node log folders inside the run dire
 msrun's own behaviour shapes the node command (FACTS.md, docs/mindspore.md): it returns only 0 or 1,
 and it handles SIGINT but not SIGTERM. So each node runs msrun under a supervisor,
 ``RUN_DIR/msrun-node.sh`` (rendered from templates/launchers/msrun-node.sh.j2), and each worker through
-``RUN_DIR/msrun_worker.py`` (a copy of hpclaunch/runtime/msrun_worker.py), which records a failing
+``RUN_DIR/msrun_worker.py`` (a copy of hpclaunch/runtime/node/msrun_worker.py), which records a failing
 worker's real exit code for the supervisor.
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch import runfiles
+from hpclaunch.core.shell import ShellExpr
 from hpclaunch.launchers.base import Launcher, Word, launch_lines
-from hpclaunch.shell import ShellExpr
+from hpclaunch.state import runfiles
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 # This node's msrun log folder of this restart, as the shell on the node spells it.
 LOG_DIR = (f"${{{runfiles.ENV_LOG_DIR}}}/{runfiles.MSRUN_LOGS}/"
            + runfiles.msrun_node_name("${HPCLAUNCH_NODE_RANK:-0}", "${HPCLAUNCH_RESTART:-0}"))
-_WORKER_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "msrun_worker.py"
+_WORKER_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "node" / "msrun_worker.py"
 
 
 class MsrunLauncher(Launcher):

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpclaunch.core.shell import ShellExpr
 from hpclaunch.launchers.base import Launcher, Word
-from hpclaunch.shell import ShellExpr
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 
 def torchrun_words(spec: JobSpec) -> list[Word]:
@@ -27,7 +27,7 @@ def torchrun_words(spec: JobSpec) -> list[Word]:
             ShellExpr("--rdzv-id=${HPCLAUNCH_JOB_ID}"),
         ]
     # A failed rank ends the job (no elastic restarts inside the allocation; Slurm requeues instead).
-    words += ["--max-restarts=0", "-m", "hpclaunch.runtime.rank_exec"]
+    words += ["--max-restarts=0", "-m", "hpclaunch.runtime.node.rank_exec"]
     return words
 
 

@@ -1,6 +1,6 @@
 """Reading a job's logs: finding the per-rank files of every restart (torchrun, DeepSpeed, msrun),
 merging, tailing, grepping and following them, and diagnosing why a job failed."""
 
-from hpclaunch.runfiles import LogFile, RunFiles
+from hpclaunch.state.runfiles import LogFile, RunFiles
 
 __all__ = ["LogFile", "RunFiles"]

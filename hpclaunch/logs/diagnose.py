@@ -10,11 +10,14 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpclaunch.logs.read import read_tail_bytes
 from hpclaunch.logs.rules import ALL_KEYS, BY_NAME, Rule, classify
-from hpclaunch.runfiles import LogFile, RunFiles
-from hpclaunch.schedulers.base import JobStatus
+from hpclaunch.state.runfiles import LogFile, RunFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.schedulers.base import JobStatus
 
 # Errors sit at the end of a log (a traceback is a rank's last words): read the last 32 KiB, and
 # only when nothing is found there, up to 128 KiB.
@@ -253,7 +256,7 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
     if job_rule:
         return verdict(BY_NAME[job_rule], job_hit if job_hit and job_hit.rule == job_rule else None, None)
 
-    # 1b. The watchdog ended a hang: no rank progressed for its timeout (hpclaunch/runtime/supervise.py).
+    # 1b. The watchdog ended a hang: no rank progressed for its timeout (hpclaunch/runtime/node/supervise.py).
     if restart is not None and _hung(d, RunFiles(run_dir), restart, job_id):
         return d
 

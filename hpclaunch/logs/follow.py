@@ -18,8 +18,8 @@ from typing import Any
 
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.logs.read import Line
-from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers.base import JobStatus
+from hpclaunch.state.runfiles import RunFiles
 
 UNKNOWN = "UNKNOWN"
 
@@ -47,12 +47,9 @@ class State:
     @property
     def text(self) -> str:
         """`job 42 is queued: waiting for nodes/GPUs to become free (it starts when running jobs end)`."""
-        from hpclaunch.schedulers.reasons import explain
-
         s = self.status
         if s.state == "PENDING":
-            why = explain(s.reason)
-            return f"job {s.job_id} is queued" + (f": {why.replace('JOB', s.job_id)}" if why else "")
+            return f"job {s.job_id} is queued" + (f": {s.reason_text}" if s.reason_text else "")
         if s.state == "RUNNING":
             return f"job {s.job_id} is running" + (f" on {s.nodes}" if s.nodes else "")
         return f"job {s.job_id} is {s.state}" + (f" ({s.reason})" if s.reason else "")
@@ -165,8 +162,8 @@ def _lost(job_id: str, run_dir: Path, checks: int) -> JobLost:
 
 def follow_job(job_id: str, **options: Any) -> Iterator[Event]:
     """`follow` for a recorded job: its run directory, and its status from its scheduler."""
-    from hpclaunch import registry
     from hpclaunch.schedulers import get_scheduler
+    from hpclaunch.state import registry
 
     record = registry.get(job_id)
     scheduler = get_scheduler(record.scheduler)

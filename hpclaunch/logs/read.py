@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.runfiles import LogFile
+from hpclaunch.state.runfiles import LogFile
 
 BLOCK = 1 << 20
 TAIL_BLOCK = 64 * 1024

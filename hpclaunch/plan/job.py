@@ -12,13 +12,13 @@ from hpclaunch.plan.memory import GIB, Estimate, Limits, ModelFacts, Setup, esti
 from hpclaunch.plan.model import model_facts
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.plan.suggest import Suggestion
 
 
 def setup_of(spec: JobSpec) -> Setup:
     from hpclaunch.config import light
-    from hpclaunch.precision import precision_for
+    from hpclaunch.config.precision import precision_for
 
     ds = spec.recipe.deepspeed or light.validate("DeepSpeedSpec", {})  # the launcher's defaults
     deepspeed = spec.recipe.launcher == "deepspeed"

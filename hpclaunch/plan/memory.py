@@ -20,7 +20,7 @@ MLP (4h); here counted tensor by tensor, so gated MLPs (SwiGLU) and MoE (top-k e
 Activation checkpointing keeps each layer's input and recomputes one layer at a time. The logits are
 counted in the activation precision plus the fp32 copy and log-softmax the loss keeps.
 
-Tensor parallel (torch engine, transformers' tp_plan; hpclaunch/runtime/tensor_parallel.py) divides the
+Tensor parallel (torch engine, transformers' tp_plan; hpclaunch/runtime/train/tensor_parallel.py) divides the
 weights its plan splits (`ModelFacts.tp_params`: attention and expert projections, embeddings, LM head) and
 their gradients and moments by `tensor_parallel`, and the activations inside attention and the MLP (q, k,
 v, attention output, the intermediate-size tensors); each layer's input and norms stay whole on every rank

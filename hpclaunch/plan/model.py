@@ -1,10 +1,10 @@
 """The model's facts for the memory plan, from its config alone: built on torch's meta device (no weights,
 no GPU, offline), from the staged config.json of a hub model or the recipe's `model_type` + `config`, with
 the recipe's `model.config` keys and override_config.json applied as the job applies them
-(hpclaunch/runtime/build.py).
+(hpclaunch/runtime/train/build.py).
 
 torch and transformers are imported only here, only when a model must be built: the result is cached
-(hpclaunch/cache.py), keyed on everything the config is made of, so a second plan or dry-run of the same
+(hpclaunch/core/cache.py), keyed on everything the config is made of, so a second plan or dry-run of the same
 model reads one small JSON file (building Mixtral-8x7B on the meta device takes seconds).
 """
 
@@ -15,13 +15,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch import cache
+from hpclaunch.core import cache
 from hpclaunch.errors import NoPlan
 from hpclaunch.plan import mindspore
 from hpclaunch.plan.memory import ModelFacts
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 CACHE_KIND = "plan-model"
 _MEMO: dict[str, ModelFacts] = {}
@@ -56,7 +56,7 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
                          ) from None
     override: dict[str, Any] = {}
     if m.override_config:
-        from hpclaunch.runtime.overrides import read_override
+        from hpclaunch.config.overrides import read_override
 
         override = read_override(Path(spec.recipe_dir) / m.override_config)
     return {"task": spec.recipe.task, "model_type": m.model_type, "base": base, "vocab_size": vocab,
@@ -122,7 +122,7 @@ def build_facts(inputs: dict[str, Any], *, source: str) -> ModelFacts:
 def _build(torch: Any, inputs: dict[str, Any], source: str) -> ModelFacts:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    from hpclaunch.runtime.overrides import apply_overrides
+    from hpclaunch.config.overrides import apply_overrides
 
     base = dict(inputs["base"] or {})
     model_type = base.pop("model_type", None) or inputs["model_type"]

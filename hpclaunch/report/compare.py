@@ -7,9 +7,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.provenance import differences
 from hpclaunch.report.metrics import Metrics
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission.provenance import differences
 
 # resolved.yaml keys that name the run rather than set it (`sets` records the --set flags, whose effect is in
 # the recipe's keys already)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpclaunch.errors import NotFoundError
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 
 
 @dataclass

@@ -12,7 +12,7 @@ PLOTS = (("loss", "loss"), ("lr", "learning rate"), ("tokens_per_s", "tokens/s")
 
 
 def _pyplot():
-    from hpclaunch.extras import need
+    from hpclaunch.core.extras import need
 
     need("matplotlib").use("Agg")
     return need("matplotlib.pyplot")
@@ -93,10 +93,10 @@ def plot_overlay(runs: list[tuple[str, Metrics]], out_dir: Path, title: str, pre
 
 
 def plot_timeline(restarts: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """The start-up timeline (hpclaunch.timeline.per_restart) as one horizontal bar per restart: a segment
+    """The start-up timeline (hpclaunch.state.timeline.per_restart) as one horizontal bar per restart: a segment
     per span (queued, env, job script, launcher, rendezvous, model load, data, first step, training), in
     seconds from the restart's first stamp. The spans ride along in the PNG's text chunk."""
-    from hpclaunch.timeline import SPANS
+    from hpclaunch.state.timeline import SPANS
 
     plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)

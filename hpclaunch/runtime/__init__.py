@@ -1,2 +1,2 @@
-"""The library recipe scripts use inside a job (device, distributed init, data, loop, metrics,
-checkpoints). Heavy imports (torch, transformers, deepspeed) happen inside its functions, never here."""
+"""What runs inside a job, never imported by the login side (an import-linter contract): node/ is the
+standard-library supervision every node runs, train/ the library recipe scripts use in the ranks."""

@@ -1,12 +1,13 @@
 """Where a rendered job script runs: Slurm, or this machine (local). Looked up by name in the table in
-hpclaunch/backends.py, which the profile validation uses too; a backend's module is imported only when it is used."""
+hpclaunch/core/backends.py, which the profile validation uses too; a backend's module is imported only when it is
+used."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from hpclaunch.backends import SCHEDULER_NAMES, SCHEDULERS
+from hpclaunch.core.backends import SCHEDULER_NAMES, SCHEDULERS
 from hpclaunch.errors import NotFoundError
 from hpclaunch.schedulers.base import JobStatus
 

@@ -8,6 +8,7 @@ every launcher sees only the neutral variables the scheduler's ``job.sh.j2`` exp
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hpclaunch.jobspec import JobSpec
+    from hpclaunch.config.jobspec import JobSpec
 
 # States a job ends in; anything else may still change.
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
@@ -37,6 +38,19 @@ def clock(seconds: int | float | None) -> str | None:
     return f"{minutes}:{s:02d}"
 
 
+_CLOCK = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+
+
+def clock_seconds(text: str | None) -> float | None:
+    """Slurm's durations ("1-02:03:04", "1:02:03", "03:04.567", "0:07") in seconds; None for anything else
+    (UNLIMITED, empty)."""
+    m = _CLOCK.match((text or "").strip())
+    if not m:
+        return None
+    days, hours, minutes = (int(g) if g else 0 for g in m.group(1, 2, 3))
+    return days * 86400 + hours * 3600 + minutes * 60 + float(m.group(4))
+
+
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
@@ -48,6 +62,7 @@ class JobStatus:
     time_limit: str | None = None
     source: str = ""  # which command answered: squeue, scontrol, sacct, local
     ended: str | None = None  # when it ended (local time, 2026-11-23T06:44:07), where the scheduler says
+    reason_text: str | None = None  # the reason in words, with what to do (the scheduler's own knowledge)
 
     @property
     def finished(self) -> bool:
@@ -61,6 +76,18 @@ class Scheduler(ABC):
     def template_dir(self) -> str:
         """This scheduler's folder of template parts, relative to a templates folder."""
         return f"schedulers/{self.name}"
+
+    def parse_options(self, options: Sequence[str]) -> dict[str, str | None] | None:
+        """`submit --sbatch KEY[=VALUE]...`: the scheduler's own directives, checked (ConfigError for a bad one);
+        None from a scheduler that has none."""
+        return None
+
+    def write_profile(self, name: str, partitions: Sequence[str], out: Path | None, *, force: bool = False) -> Path:
+        """`hpclaunch profiles init`: a profile written from what this scheduler's cluster says about itself."""
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(f"the {self.name} scheduler cannot describe its cluster",
+                          hint="copy a bundled profile and edit it (docs/profiles.md)")
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         """Values this scheduler's template parts use (as ``sched``); raise ConfigError for a bad one."""
@@ -110,8 +137,9 @@ class Scheduler(ABC):
         """Stop the job."""
 
     def usage(self, job_id: str) -> dict[str, Any] | None:
-        """What the job used of what it asked for, from the scheduler's accounting (hpclaunch.usage); None
-        when this scheduler keeps none."""
+        """What the job used, from the scheduler's accounting, as the keyword arguments of
+        hpclaunch.report.usage.summarize (state, source, elapsed_s, limit_s, cpu_s, cpus, nodes, max_rss_bytes,
+        req_mem_per_node_bytes); None when this scheduler keeps none."""
         return None
 
     def find_job(self, run_dir: Path) -> str | None:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import hpclaunch
-from hpclaunch import registry
+from hpclaunch.core import paths
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.runfiles import RunFiles, SweepFiles
 from hpclaunch.schedulers.base import JobStatus, Scheduler, clock
+from hpclaunch.state import registry
+from hpclaunch.state.runfiles import RunFiles, SweepFiles
 
 # Runs the command after $1 and writes its exit code into $1 atomically when it ends, however it ends
 # short of SIGKILL.
@@ -125,7 +125,7 @@ class LocalScheduler(Scheduler):
         self.dependency_options(after)
         job_id = registry.next_local_id()
         # the supervisor imports this very hpclaunch, installed or not
-        root = str(Path(hpclaunch.__file__).resolve().parents[1])
+        root = str(paths.import_root())
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         _start([sys.executable, "-m", __name__, str(sweep_dir), job_id, str(count), str(max_parallel or count)],
                sweep_dir, job_id, {"PYTHONPATH": path})
@@ -169,7 +169,9 @@ class LocalScheduler(Scheduler):
         if not sweep or sweep == job_id:
             return JobStatus(job_id, "UNKNOWN", source="local")
         if not self._one(sweep).finished:
-            return JobStatus(job_id, "PENDING", reason="JobArrayTaskLimit", source="local")
+            return JobStatus(job_id, "PENDING", reason="JobArrayTaskLimit", source="local",
+                             reason_text="the array's limit of tasks running at once (--max-parallel) is reached "
+                                         "(the next task starts when one ends)")
         return JobStatus(job_id, "CANCELLED", reason="the sweep ended before it started", source="local")
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:

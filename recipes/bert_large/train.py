@@ -10,11 +10,11 @@ optimizer is a client torch AdamW: nothing is JIT-compiled, on any accelerator.
 
 import torch
 
-from hpclaunch.precision import precision_for
-from hpclaunch.runtime import build, data, engine, job, metrics
-from hpclaunch.runtime.assets import fingerprint
-from hpclaunch.runtime.distributed import init_distributed
-from hpclaunch.runtime.loop import train
+from hpclaunch.config.precision import precision_for
+from hpclaunch.runtime.train import build, data, engine, job, metrics
+from hpclaunch.runtime.train.assets import fingerprint
+from hpclaunch.runtime.train.distributed import init_distributed
+from hpclaunch.runtime.train.loop import train
 
 
 def main() -> None:

@@ -11,10 +11,10 @@ The runtime library (hpclaunch/runtime) supplies the device and collective backe
 assets from the offline store, the data pipeline, the training loop, metrics and checkpoints.
 """
 
-from hpclaunch.precision import precision_for
-from hpclaunch.runtime import build, data, engine, job, metrics
-from hpclaunch.runtime.distributed import init_distributed
-from hpclaunch.runtime.loop import train
+from hpclaunch.config.precision import precision_for
+from hpclaunch.runtime.train import build, data, engine, job, metrics
+from hpclaunch.runtime.train.distributed import init_distributed
+from hpclaunch.runtime.train.loop import train
 
 
 def main() -> None:

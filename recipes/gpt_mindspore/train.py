@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from hpclaunch.runfiles import ENV_RUN_DIR, RunFiles
-from hpclaunch.runtime import progress  # each rank's step and phase, for the node supervisor's watchdog
+from hpclaunch.runtime.node import progress  # each rank's step and phase, for the node supervisor's watchdog
+from hpclaunch.state.runfiles import ENV_RUN_DIR, RunFiles
 
 
 def parse_args() -> argparse.Namespace:

@@ -14,14 +14,14 @@ uses only some of them and per-expert gathers would differ between ranks and han
 
 Under the torchrun launcher (the `tp` presets) parallel.model_parallel ranks hold one replica's shards
 (transformers' tp_plan: attention and expert projections split column- and row-wise) and the replicas train
-data parallel (hpclaunch/runtime/tensor_parallel.py).
+data parallel (hpclaunch/runtime/train/tensor_parallel.py).
 """
 
-from hpclaunch.precision import precision_for
-from hpclaunch.runtime import build, data, engine, job, metrics
-from hpclaunch.runtime.distributed import init_distributed
-from hpclaunch.runtime.loop import train
-from hpclaunch.runtime.tensor_parallel import TensorParallelEngine
+from hpclaunch.config.precision import precision_for
+from hpclaunch.runtime.train import build, data, engine, job, metrics
+from hpclaunch.runtime.train.distributed import init_distributed
+from hpclaunch.runtime.train.loop import train
+from hpclaunch.runtime.train.tensor_parallel import TensorParallelEngine
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.assets.requests import parse_dataset, parse_model, requests_for_spec, select_files
-from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.submission.resolve import CliOverrides, resolve
 from tests.fixtures.hubserver import fixtures as _fx
 from tests.fixtures.hubserver import repos
 from tests.fixtures.hubserver.fixtures import AssetEnv

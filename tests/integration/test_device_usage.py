@@ -1,4 +1,4 @@
-"""`report`'s usage from the job's own samples (hpclaunch/runtime/sampler.py): a GPT-2 tiny job on the local
+"""`report`'s usage from the job's own samples (hpclaunch/runtime/node/sampler.py): a GPT-2 tiny job on the local
 scheduler (no accounting) gets its CPU time, CPUs and peak memory from the node supervisor's samples, and its
 devices' utilisation and memory from nvidia-smi: on this GPU-less machine a stand-in nvidia-smi on PATH
 answering in nvidia-smi's CSV format (tests/fixtures/fake-nvidia). Without it the report says CPU only. A short

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpclaunch.cli.main import cli
-from hpclaunch.schedulers.slurm import SlurmScheduler
+from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = Path(__file__).resolve().parents[2]

@@ -104,7 +104,7 @@ def test_non_editable_install_finds_the_bundled_files(wheel, tmp_path):
         [
             str(py),
             "-c",
-            "import hpclaunch, hpclaunch.paths as p; print(hpclaunch.__file__); print(p.bundled_root())",
+            "import hpclaunch, hpclaunch.core.paths as p; print(hpclaunch.__file__); print(p.bundled_root())",
         ],
         cwd=work,
         env=env,

@@ -3,7 +3,7 @@
 GPT-2 tiny on the `local` profile, 2 ranks (real torchrun / deepspeed processes on the CPU), one optimizer
 step under DDP and ZeRO-1/2/3 with and without optimizer offload. After its first step each rank records the
 bytes of the parameters (its shards), gradients (its partition) and optimizer states (fp32 master copies and
-AdamW moments) it holds (hpclaunch/runtime/held.py, metrics kind "states"). On the CPU the host is the device,
+AdamW moments) it holds (hpclaunch/runtime/train/held.py, metrics kind "states"). On the CPU the host is the device,
 so what the plan moves to the host under offload is added back before comparing: the plan's bytes per rank
 must equal the measured bytes within 5 %.
 """
@@ -48,7 +48,7 @@ def _submit(home: Path, *sets: str) -> Path:
 def _planned(*sets: str) -> tuple[float, float]:
     """(model states per rank on the device, bytes per rank offloaded to the host) of the plan."""
     from hpclaunch.plan import plan_job
-    from hpclaunch.resolve import CliOverrides, resolve
+    from hpclaunch.submission.resolve import CliOverrides, resolve
 
     pairs = tuple(w for w in QUICK + sets if w != "--set")  # the KEY=VALUE words
     plan = plan_job(resolve("gpt2", "local", CliOverrides(preset="tiny", sets=pairs)))

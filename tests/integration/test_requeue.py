@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.runfiles import RunFiles
-from hpclaunch.runtime.tracking import wandb_run_id
+from hpclaunch.runtime.train.tracking import wandb_run_id
+from hpclaunch.state.runfiles import RunFiles
 from tests.fixtures.wandbserver.server import WandbServer
 from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.resolve import resolve
-from hpclaunch.schedulers.slurm import sbatch_options
+from hpclaunch.schedulers.slurm.scheduler import sbatch_options
+from hpclaunch.submission.resolve import resolve
 
 
 @pytest.mark.slurm

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hpclaunch import cmd, registry
 from hpclaunch.cli.main import cli
-from hpclaunch.schedulers.slurm import SlurmScheduler
+from hpclaunch.core import cmd
+from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler
+from hpclaunch.state import registry
 
 NOACCT_CONF = Path(
     "/etc/slurm/slurm-noacct.conf"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.runtime.schedule import lr_at
+from hpclaunch.runtime.train.schedule import lr_at
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

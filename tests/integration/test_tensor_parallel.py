@@ -114,9 +114,9 @@ def test_tp_run_stopped_and_restarted_gives_the_uninterrupted_losses(home, tp):
 
 def test_plan_model_states_equal_the_bytes_each_tp_rank_holds(tp):
     """The memory plan under tensor parallelism (hpclaunch/plan/memory.py) against the parameter, gradient and
-    AdamW bytes each rank holds after its first step (hpclaunch/runtime/held.py), within 5 %."""
+    AdamW bytes each rank holds after its first step (hpclaunch/runtime/train/held.py), within 5 %."""
     from hpclaunch.plan import plan_job
-    from hpclaunch.resolve import CliOverrides, resolve
+    from hpclaunch.submission.resolve import CliOverrides, resolve
 
     plan = plan_job(resolve(str(REPO / "recipes" / "mixtral"), "local", CliOverrides(preset="tp")))
     assert plan.setup.tensor_parallel == 2

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import timeline
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state import timeline
+from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from hpclaunch.cli.main import cli; cli()"]

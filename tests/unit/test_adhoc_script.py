@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.runtime.job import load_job, parse_args
+from hpclaunch.runtime.train.job import load_job, parse_args
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "plain_allreduce.py"
 
@@ -45,7 +45,7 @@ def test_dry_run_passes_the_scripts_own_args_intact(hpclaunch, script):
     run_dir = _run_dir(r.stderr)
     copied = run_dir / "recipe" / "train-it.py"
     # the script's args follow the script directly: no --config RUN_DIR/resolved.yaml of hpclaunch's in front
-    assert _launch_line(r.stdout).endswith(f" -m hpclaunch.runtime.rank_exec {copied} --steps 3 --name 'x y' "
+    assert _launch_line(r.stdout).endswith(f" -m hpclaunch.runtime.node.rank_exec {copied} --steps 3 --name 'x y' "
                                            "--config mine")
     assert "--nproc-per-node=2" in _launch_line(r.stdout)
     assert f"export HPCLAUNCH_CONFIG={run_dir / 'resolved.yaml'}" in r.stdout

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch import registry
 from hpclaunch.config import yamlfile
-from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers import local as local_sched
+from hpclaunch.state import registry
+from hpclaunch.state.runfiles import RunFiles
 from tests.fixtures.jobrecords import add_local_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -355,8 +355,8 @@ def test_the_job_stops_at_a_failed_activation(hpclaunch, hpc_home, tmp_path):
 
 
 def test_sbatch_values_with_backslashes_are_escaped_for_sbatch(hpc_home):
-    from hpclaunch.resolve import resolve
-    from hpclaunch.schedulers.slurm import sbatch_options
+    from hpclaunch.schedulers.slurm.scheduler import sbatch_options
+    from hpclaunch.submission.resolve import resolve
 
     spec = resolve("allreduce", "dev-slurm")
     options = sbatch_options(spec, Path("/runs/a\\b"))
@@ -404,9 +404,9 @@ def test_a_submission_in_progress_is_shown_as_such(hpclaunch, hpc_home, tmp_path
 
 
 def test_submit_records_the_job_before_the_scheduler_is_asked(hpc_home, monkeypatch):
-    from hpclaunch import submission
-    from hpclaunch.resolve import resolve
     from hpclaunch.schedulers.local import LocalScheduler
+    from hpclaunch.submission import submit as submission
+    from hpclaunch.submission.resolve import resolve
 
     seen = []
 
@@ -471,7 +471,8 @@ def test_ascend_devices_come_from_the_slurm_allocation(hpclaunch, hpc_home):
 
 
 def test_cli_imports_stay_light_after_the_fixes():
-    code = ("import sys; from hpclaunch.cli.main import cli; from hpclaunch import registry, submit; "
+    code = ("import sys; from hpclaunch.cli.main import cli; from hpclaunch import submit; "
+            "from hpclaunch.state import registry; "
             "print(any(m in sys.modules for m in ('torch', 'transformers', 'deepspeed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout

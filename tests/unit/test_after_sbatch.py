@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.schedulers.slurm_options import KNOWN, OWNED, dependency_option, parse_sbatch
+from hpclaunch.schedulers.slurm.options import KNOWN, OWNED, dependency_option, parse_sbatch
 
 REPO = Path(__file__).resolve().parents[2]
 

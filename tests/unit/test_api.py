@@ -99,6 +99,18 @@ def test_import_hpclaunch_stays_light(hpc_home):
     assert callable(hpclaunch.submit) and callable(hpclaunch.job)
 
 
+def test_the_api_functions_are_not_shadowed_by_the_packages():
+    """`hpclaunch.submit` and `hpclaunch.job` stay the API's functions after every stage package is imported (a
+    package named `submit` would replace the function with itself as soon as anything imported it)."""
+    probe = ("import hpclaunch, importlib\n"
+             "for m in ('submission.submit', 'submission.sweep', 'jobs.state', 'jobs.cancel', 'api'):\n"
+             "    importlib.import_module('hpclaunch.' + m)\n"
+             "from hpclaunch import api\n"
+             "print(hpclaunch.submit is api.submit, hpclaunch.job is api.job)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
+
+
 @pytest.fixture
 def hpclaunch_cli(hpclaunch):  # the conftest's CLI runner, renamed: `hpclaunch` is the package here
     return hpclaunch

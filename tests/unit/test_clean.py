@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry
 from hpclaunch.errors import NotFoundError
 from hpclaunch.schedulers.local import LocalScheduler
+from hpclaunch.state import registry
 
 DAY = 86400
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry
+from hpclaunch.state import registry
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from hpclaunch.launchers import get_launcher
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.submission.resolve import CliOverrides, resolve
+from hpclaunch.submission.rundir import with_recipe_copy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LOCAL_APPTAINER = FIXTURES / "container_profiles" / "local-apptainer.yaml"
@@ -110,7 +110,7 @@ def test_the_node_runs_its_command_inside_apptainer_exec_with_binds_and_env(hpc_
     argv = (out / "argv").read_bytes().decode().split("\0")[:-1]
     assert argv[:6] == ["exec", f"--bind={run_dir}", f"--bind={home}/.hpclaunch/assets", "--bind=/scratch",
                         f"--bind={home}/data:/data:ro", "/images/x.sif"]
-    assert argv[6:9] == ["python", "-m", "hpclaunch.runtime.supervise"]
+    assert argv[6:9] == ["python", "-m", "hpclaunch.runtime.node.supervise"]
     assert argv[-3:] == [str(run_dir / "recipe" / "allreduce.py"), "--config", str(run_dir / "resolved.yaml")]
     assert (out / "env").read_text().splitlines() == ["APPTAINERENV_NCCL_IB_HCA=mlx5_0,mlx5_1",
                                                       "APPTAINERENV_ODD=a b'$(touch PWNED)"]

@@ -93,7 +93,7 @@ def test_command_appears_in_the_docs(path):
 
 
 def test_version(hpclaunch):
-    from hpclaunch import __version__
+    from hpclaunch.core.version import __version__
 
     result = hpclaunch("--version")
     assert result.exit_code == 0 and __version__ in result.stdout

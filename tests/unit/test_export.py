@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry
+from hpclaunch.state import registry
 
 
 def _record(run_dir: Path, job_id: str = "local-7") -> str:

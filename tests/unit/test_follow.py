@@ -18,6 +18,7 @@ from hpclaunch.cli.main import cli
 from hpclaunch.logs.follow import End, JobLost, Restart, State, follow
 from hpclaunch.logs.read import Line
 from hpclaunch.schedulers.base import JobStatus
+from hpclaunch.schedulers.slurm.reasons import in_words
 from tests.fixtures.jobrecords import add_local_record
 
 FAST = {"poll": 0.01, "status_every": 0.0, "settle": 0.0}
@@ -130,7 +131,7 @@ def test_ctrl_c_in_logs_follow_exits_130_and_says_how_to_reattach(
 @pytest.fixture
 def fake_submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`submit` without a scheduler: the job is 'queued' as local-3."""
-    import hpclaunch.submission as submission
+    import hpclaunch.submission.submit as submission
 
     def done(spec: object, *_: object, **__: object) -> SimpleNamespace:
         return SimpleNamespace(job_id="local-3", run_dir=tmp_path, script_path=tmp_path / "job.sbatch", warnings=(),
@@ -154,8 +155,11 @@ def test_submit_follow_of_a_forgotten_job_ends(deleted_job: str, fake_submit: No
 
 
 def test_follow_says_why_a_job_is_queued_and_when_the_reason_changes(tmp_path: Path) -> None:
-    answers = iter([JobStatus("7", "PENDING", reason="Priority"), JobStatus("7", "PENDING", reason="Priority"),
-                    JobStatus("7", "PENDING", reason="Resources"), JobStatus("7", "RUNNING", nodes="n1")])
+    def pending(code: str) -> JobStatus:  # as the Slurm scheduler answers: the code and its words
+        return JobStatus("7", "PENDING", reason=code, reason_text=in_words(code, "7"))
+
+    answers = iter([pending("Priority"), pending("Priority"), pending("Resources"),
+                    JobStatus("7", "RUNNING", nodes="n1")])
     last = [JobStatus("7", "COMPLETED")]
     events = list(follow(tmp_path, lambda: next(answers, last[0]), **FAST))
     states = [e for e in events if isinstance(e, State)]

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.render.render import Rendered, render
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.submission.render import Rendered, render
+from hpclaunch.submission.resolve import CliOverrides, resolve
+from hpclaunch.submission.rundir import with_recipe_copy
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 RUN_DIR = Path("/runs/golden")

@@ -26,7 +26,7 @@ def _modules_after(code: str, env: dict[str, str]) -> set[str]:
 
 @pytest.fixture
 def env(hpc_home, tmp_path):
-    # a private, empty cache: every dry-run here really parses and renders (hpclaunch/cache.py)
+    # a private, empty cache: every dry-run here really parses and renders (hpclaunch/core/cache.py)
     return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
 
@@ -91,7 +91,7 @@ def _cli_modules(args: list[str], env: dict[str, str]) -> set[str]:
 def test_status_and_jobs_import_no_config_models_templates_or_yaml(env, hpc_home):
     """`hpclaunch status` and `jobs` read the JSON job records with the standard library: no pydantic,
     Jinja2 or PyYAML (structure, not timing: the timings live in benchmarks/dry_run_vs_torchx.py)."""
-    from hpclaunch import registry
+    from hpclaunch.state import registry
 
     run_dir = hpc_home / "runs" / "r1"
     run_dir.mkdir(parents=True)
@@ -110,6 +110,6 @@ def test_a_valid_dry_run_does_not_import_pydantic(env):
     loaded = _cli_modules(args, env)
     assert "jinja2" in loaded and "yaml" in loaded  # it really rendered
     assert "pydantic" not in loaded and "pydantic_core" not in loaded
-    # the same dry-run again: parsed YAML and the rendered files come from the cache (hpclaunch/cache.py)
+    # the same dry-run again: parsed YAML and the rendered files come from the cache (hpclaunch/core/cache.py)
     again = _cli_modules(args, env)
     assert not again & {"jinja2", "yaml", "pydantic", "pydantic_core"}, sorted(again)

@@ -6,7 +6,7 @@ import pytest
 
 from hpclaunch.config.layout import Layout, parse_layout
 from hpclaunch.errors import ConfigError
-from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.submission.resolve import CliOverrides, resolve
 
 
 @pytest.mark.parametrize(

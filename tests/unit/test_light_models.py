@@ -17,8 +17,8 @@ from hpclaunch.config import light, light_gen
 from hpclaunch.config.light_schema import MODELS
 from hpclaunch.config.loader import profile_files, read_profile, recipe_dirs
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.submission.resolve import CliOverrides, resolve
+from hpclaunch.submission.rundir import with_recipe_copy
 
 
 def test_the_field_table_is_generated_from_the_current_models():
@@ -101,7 +101,7 @@ def _cases() -> list[tuple[str, str, str | None, str | None]]:
 
 
 def test_every_bundled_recipe_resolves_and_renders_the_same_both_ways(hpc_home, monkeypatch):
-    from hpclaunch.render.render import render
+    from hpclaunch.submission.render import render
 
     monkeypatch.delenv("HPCLAUNCH_PATH")  # the bundled recipes and profiles only
     run_dir = Path("/runs/light")

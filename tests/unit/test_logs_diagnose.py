@@ -26,7 +26,7 @@ TRACE = (
 )
 ROOT_CAUSE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
-hpclaunch.runtime.rank_exec FAILED
+hpclaunch.runtime.node.rank_exec FAILED
 ------------------------------------------------------------
 Failures:
 [1]:

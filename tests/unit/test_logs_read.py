@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import hpclaunch.logs.read as read
 from hpclaunch.cli.main import cli
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 from tests.fixtures.jobrecords import add_local_record
 
 

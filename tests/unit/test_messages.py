@@ -8,7 +8,7 @@ from hpclaunch.config.loader import load_profile
 from hpclaunch.config.profile import Partition, Profile
 from hpclaunch.config.recipe import TrainSpec
 from hpclaunch.errors import ConfigError, LimitError, NotFoundError
-from hpclaunch.resolve import CliOverrides, parse_set, resolve
+from hpclaunch.submission.resolve import CliOverrides, parse_set, resolve
 
 # The valid keys are listed sorted; computed from the models so that new fields do not break the tests.
 PARTITION_KEYS = ", ".join(sorted(Partition.model_fields))

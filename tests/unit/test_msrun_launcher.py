@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.render.render import render
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.rundir import with_recipe_copy
-from hpclaunch.runfiles import MSRUN_NODE_SCRIPT as NODE_SCRIPT
-from hpclaunch.runfiles import MSRUN_WORKER as WORKER_WRAPPER
+from hpclaunch.state.runfiles import MSRUN_NODE_SCRIPT as NODE_SCRIPT
+from hpclaunch.state.runfiles import MSRUN_WORKER as WORKER_WRAPPER
+from hpclaunch.submission.render import render
+from hpclaunch.submission.resolve import CliOverrides, resolve
+from hpclaunch.submission.rundir import with_recipe_copy
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")

@@ -60,7 +60,7 @@ def _layout_on(profile: str, recipe: str, preset: str) -> list[str]:
     """The preset's own layout, or one full node of the profile's default partition for an hour where the
     preset asks for more than the partition allows (V100 nodes of 4, the dev cluster's 1 node and 2 hours)."""
     from hpclaunch.errors import LimitError
-    from hpclaunch.resolve import CliOverrides, resolve
+    from hpclaunch.submission.resolve import CliOverrides, resolve
 
     try:
         resolve(recipe, profile, CliOverrides(preset=preset))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.config import discover
 from hpclaunch.config.loader import load_profile
-from hpclaunch.resolve import resolve
+from hpclaunch.schedulers.slurm import discover
+from hpclaunch.submission.resolve import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "tests" / "fixtures" / "slurm-cluster" / "dev-22.05.8"
@@ -53,7 +53,7 @@ def test_run_root_goes_on_scratch_when_the_site_has_one(tmp_path, monkeypatch):
     assert data["run_root"] == "$SCRATCH/hpclaunch/runs"
     path = tmp_path / "dev.yaml"
     path.write_text(discover.render("dev", data, _dev(), []))
-    from hpclaunch.rundir import run_root
+    from hpclaunch.submission.rundir import run_root
 
     spec = resolve(str(REPO / "tests" / "fixtures" / "recipes" / "allreduce"), str(path))
     assert run_root(spec) == tmp_path / "hpclaunch" / "runs"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -124,8 +124,8 @@ def test_a_cpu_node_says_so_and_compare_lists_what_differs(hpclaunch, hpc_home, 
 
 def test_submit_records_each_asset_with_its_manifest_sha256(hpc_home, tmp_path):
     from hpclaunch.assets.store import MANIFEST, Manifest, asset_path, write_manifest
-    from hpclaunch.provenance import submit_part
-    from hpclaunch.resolve import resolve
+    from hpclaunch.submission.provenance import submit_part
+    from hpclaunch.submission.resolve import resolve
 
     profile = yaml.safe_load((Path(__file__).resolve().parents[2] / "cluster_profiles" / "local.yaml").read_text())
     profile["assets"] = {"store": str(tmp_path / "store")}
@@ -144,7 +144,7 @@ def test_submit_records_each_asset_with_its_manifest_sha256(hpc_home, tmp_path):
 
 
 def test_a_recipe_outside_git_and_a_large_diff(tmp_path):
-    from hpclaunch.provenance import MAX_DIFF_BYTES, recipe_git
+    from hpclaunch.submission.provenance import MAX_DIFF_BYTES, recipe_git
 
     plain = tmp_path / "plain"
     plain.mkdir()

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from hpclaunch.config.base import validate
 from hpclaunch.config.loader import RecipeSource
 from hpclaunch.config.profile import Profile
+from hpclaunch.core.shell import ShellExpr, join, quote
 from hpclaunch.errors import ConfigError
-from hpclaunch.render.render import render
-from hpclaunch.resolve import CliOverrides, resolve_parts
-from hpclaunch.rundir import with_recipe_copy
-from hpclaunch.shell import ShellExpr, join, quote
+from hpclaunch.submission.render import render
+from hpclaunch.submission.resolve import CliOverrides, resolve_parts
+from hpclaunch.submission.rundir import with_recipe_copy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -176,7 +176,7 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
         ]
         assert _read0(out / "python.args") == [
             "-m",
-            "hpclaunch.runtime.supervise",
+            "hpclaunch.runtime.node.supervise",
             "--timeout=1800",
             "--init-timeout=3600",
             "--min-timeout=60",
@@ -189,7 +189,7 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
             "--nproc-per-node=2",
             "--max-restarts=0",
             "-m",
-            "hpclaunch.runtime.rank_exec",
+            "hpclaunch.runtime.node.rank_exec",
             f"{run_dir}/recipe/allreduce.py",
             "--config",
             f"{run_dir}/resolved.yaml",
@@ -211,7 +211,7 @@ def test_hostile_job_names_are_refused(name):
 
 
 def test_a_line_break_cannot_reach_an_sbatch_line(hpc_home):
-    from hpclaunch.resolve import resolve
+    from hpclaunch.submission.resolve import resolve
 
     spec = resolve("allreduce", "dev-slurm")
     with pytest.raises(ConfigError, match="#SBATCH --output holds a line break"):

@@ -1,4 +1,4 @@
-"""The render cache (hpclaunch/render/render.py, hpclaunch/cache.py) gives exactly what a fresh render
+"""The render cache (hpclaunch/submission/render.py, hpclaunch/core/cache.py) gives exactly what a fresh render
 gives, for every golden case and another run directory; a changed template or spec is a miss; a run
 directory that needs shell quoting bypasses it; YAML read through the cache equals the parsed file."""
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import cache
 from hpclaunch.config.loader import read_yaml
-from hpclaunch.render import render as r
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.rundir import with_recipe_copy
+from hpclaunch.core import cache
+from hpclaunch.submission import render as r
+from hpclaunch.submission.resolve import CliOverrides, resolve
+from hpclaunch.submission.rundir import with_recipe_copy
 from tests.unit.test_golden import CASES
 
 

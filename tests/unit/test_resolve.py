@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpclaunch.resolve import CliOverrides, resolve
+from hpclaunch.submission.resolve import CliOverrides, resolve
 
 # Each case: (profile defaults, recipe keys, preset keys, --set items, CLI flags, expected value).
 LAYOUT_CASES = [
@@ -163,7 +163,7 @@ def test_cli_name_overrides_recipe_name(write_profile, write_recipe):
 def test_jobspec_is_frozen_and_round_trips_through_yaml(write_profile, write_recipe, tmp_path):
     from pydantic import ValidationError
 
-    from hpclaunch.jobspec import is_jobspec_file, load_jobspec
+    from hpclaunch.config.jobspec import is_jobspec_file, load_jobspec
 
     spec = resolve(
         str(write_recipe()), str(write_profile()), CliOverrides(layout="2n4g", sets=("train.lr=0.01",))

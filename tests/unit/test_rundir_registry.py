@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry
-from hpclaunch.rundir import write_run_dir
+from hpclaunch.state import registry
+from hpclaunch.submission.rundir import write_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def test_concurrent_records_are_all_kept(hpc_home):
 
 
 def test_local_ids_are_unique_across_processes(hpc_home):
-    code = "from hpclaunch import registry\nprint(' '.join(registry.next_local_id() for _ in range(10)))"
+    code = "from hpclaunch.state import registry\nprint(' '.join(registry.next_local_id() for _ in range(10)))"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
@@ -129,8 +129,8 @@ def test_unknown_job(hpclaunch, hpc_home):
 
 def test_run_root_with_a_fallback_and_an_unset_variable(write_profile, write_recipe, monkeypatch, tmp_path):
     from hpclaunch.errors import ConfigError
-    from hpclaunch.resolve import resolve
-    from hpclaunch.rundir import run_root
+    from hpclaunch.submission.resolve import resolve
+    from hpclaunch.submission.rundir import run_root
 
     monkeypatch.delenv("HL_TEST_SCRATCH", raising=False)
     folder = write_recipe()

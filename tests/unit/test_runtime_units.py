@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from hpclaunch.config.overrides import apply_overrides, read_override  # noqa: E402
 from hpclaunch.config.recipe import TrainSpec  # noqa: E402
 from hpclaunch.errors import AssetError, ConfigError  # noqa: E402
-from hpclaunch.runtime.data import Batches, mask_tokens  # noqa: E402
-from hpclaunch.runtime.distributed import Dist  # noqa: E402
-from hpclaunch.runtime.engine import TorchEngine  # noqa: E402
-from hpclaunch.runtime.overrides import apply_overrides, read_override  # noqa: E402
-from hpclaunch.runtime.schedule import lr_at  # noqa: E402
+from hpclaunch.runtime.train.data import Batches, mask_tokens  # noqa: E402
+from hpclaunch.runtime.train.distributed import Dist  # noqa: E402
+from hpclaunch.runtime.train.engine import TorchEngine  # noqa: E402
+from hpclaunch.runtime.train.schedule import lr_at  # noqa: E402
 
 CPU = Dist(rank=0, world_size=1, local_rank=0, accelerator="cpu", backend="gloo", device=torch.device("cpu"))
 
@@ -159,7 +159,7 @@ def test_mask_tokens_masks_about_15_percent_and_never_special_tokens():
 
 
 def test_missing_hub_asset_names_it_and_the_stage_command(tmp_path, monkeypatch):
-    from hpclaunch.runtime.assets import hub_asset
+    from hpclaunch.runtime.train.assets import hub_asset
 
     monkeypatch.setenv("HPCLAUNCH_ASSET_STORE", str(tmp_path))
     spec = type(
@@ -182,7 +182,7 @@ def test_missing_hub_asset_names_it_and_the_stage_command(tmp_path, monkeypatch)
 
 
 def test_perplexity_is_exp_of_the_mean_loss():
-    from hpclaunch.runtime.loop import evaluate
+    from hpclaunch.runtime.train.loop import evaluate
 
     class Fixed:
         model = torch.nn.Identity()

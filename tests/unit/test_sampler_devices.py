@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import usage
-from hpclaunch.runtime import provenance, sampler
+from hpclaunch.report import usage
+from hpclaunch.runtime.node import provenance, sampler
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RECORDED = FIXTURES / "device-tools"

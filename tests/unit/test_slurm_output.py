@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import cmd
-from hpclaunch.schedulers import slurm_output as so
-from hpclaunch.schedulers.reasons import explain, words
-from hpclaunch.schedulers.slurm import SlurmScheduler
+from hpclaunch.core import cmd
+from hpclaunch.schedulers.slurm import output as so
+from hpclaunch.schedulers.slurm.reasons import explain, words
+from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 DEV_NOW = 1795401218  # when dev-22.05.8 was recorded (SOURCES.md): the clock for running jobs' elapsed

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpclaunch.cli.main import cli
-from hpclaunch.schedulers.reasons import explain, words
+from hpclaunch.schedulers.slurm.reasons import explain, words
 from tests.fixtures.jobrecords import add_local_record
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import suspects
-from hpclaunch.runfiles import RunFiles
-from hpclaunch.runtime import blame, inject, progress
-from hpclaunch.runtime.supervise import HUNG_EXIT_CODE, Watch, verdict
+from hpclaunch.runtime.node import blame, inject, progress
+from hpclaunch.runtime.node.supervise import HUNG_EXIT_CODE, Watch, verdict
+from hpclaunch.state import suspects
+from hpclaunch.state.runfiles import RunFiles
 
 
 def _rec(step: int, phase: str, t: float, host: str = "nodeA") -> dict[str, object]:
@@ -83,7 +83,7 @@ def test_progress_records_are_written_off_the_hot_path_and_read_back(tmp_path: P
 
 _HANGING_RANK = textwrap.dedent("""
     import os, sys, time
-    from hpclaunch.runtime import progress
+    from hpclaunch.runtime.node import progress
     p = progress.current()
     for step in range(1, 4):
         progress.enter("data", step - 1)
@@ -111,7 +111,7 @@ def test_supervisor_ends_a_hung_job_with_the_verdict_and_leaves_no_process(tmp_p
     rank = f"{sys.executable} -c '{_HANGING_RANK}'"
     script.write_text(f"RANK=0 {rank} &\nRANK=1 {rank} &\nwait\n")
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.supervise", "--timeout=2", "--init-timeout=30",
+    proc = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.node.supervise", "--timeout=2", "--init-timeout=30",
                            "--poll=0.5", "--grace=2", "--", "bash", str(script)],
                           env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert proc.returncode == HUNG_EXIT_CODE, proc.stderr
@@ -134,10 +134,10 @@ def _holds(env_file: Path, needle: bytes) -> bool:
 
 
 def test_supervisor_passes_the_exit_code_and_stops_children_on_sigterm(tmp_path: Path):
-    ok = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.supervise", "--no-watchdog", "--", "sh", "-c",
+    ok = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.node.supervise", "--no-watchdog", "--", "sh", "-c",
                          "exit 7"], env=_env(tmp_path), capture_output=True, timeout=30)
     assert ok.returncode == 7
-    proc = subprocess.Popen([sys.executable, "-m", "hpclaunch.runtime.supervise", "--grace=1", "--poll=0.2", "--",
+    proc = subprocess.Popen([sys.executable, "-m", "hpclaunch.runtime.node.supervise", "--grace=1", "--poll=0.2", "--",
                              "sh", "-c", "trap '' TERM; sleep 300 & wait"], env=_env(tmp_path))
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
@@ -209,6 +209,6 @@ def test_suspect_nodes_expire(hpc_home):
 
 
 def test_render_and_runtime_agree_on_the_hung_exit_code_and_injection_variable():
-    from hpclaunch.render import render as r
+    from hpclaunch.submission import render as r
 
     assert r.HUNG_EXIT_CODE == HUNG_EXIT_CODE and r.INJECT_ENV == inject.ENV

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry, sweep
 from hpclaunch.errors import ConfigError
-from hpclaunch.render.render import render_sweep
-from hpclaunch.resolve import CliOverrides
+from hpclaunch.state import registry
+from hpclaunch.submission import sweep
+from hpclaunch.submission.render import render_sweep
+from hpclaunch.submission.resolve import CliOverrides
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
@@ -106,7 +107,7 @@ def test_dry_run_writes_one_resubmittable_run_directory_per_element(hpclaunch, h
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     assert info["job_id"] is None and len(info["elements"]) == 2
-    from hpclaunch.jobspec import load_jobspec
+    from hpclaunch.config.jobspec import load_jobspec
 
     for element, lr in zip(info["elements"], (1e-4, 3e-4), strict=True):
         spec = load_jobspec(Path(element["run_dir"]) / "resolved.yaml")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import timeline
-from hpclaunch.runfiles import RunFiles
 from hpclaunch.schedulers.base import TERMINAL
+from hpclaunch.state import timeline
+from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT_PHASES = ["submitted", "started", "env_ready", "launched", "ranks_started", "finished"]

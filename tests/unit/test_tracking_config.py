@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.errors import ConfigError, HpclaunchError
-from hpclaunch.resolve import CliOverrides, resolve
-from hpclaunch.runtime.tracking import wandb_run_id
-from hpclaunch.wandb_sync import JobRuns, Segment, check_found
+from hpclaunch.jobs.sync import JobRuns, Segment, check_found
+from hpclaunch.runtime.train.tracking import wandb_run_id
+from hpclaunch.submission.resolve import CliOverrides, resolve
 from tests.unit.test_cli_errors import _assert_clean_failure, _recipe_dir, no_sbatch_path  # noqa: F401
 
 
@@ -84,7 +84,7 @@ def test_sync_leaves_out_what_was_uploaded_and_a_running_jobs_newest_run(tmp_pat
     old = _segment(tmp_path, "20261123_100000", "job-1", synced=True)
     mid = _segment(tmp_path, "20261123_110000", "job-1", synced=False)
     new = _segment(tmp_path, "20261123_120000", "job-1", synced=False)
-    from hpclaunch.runfiles import RunFiles
+    from hpclaunch.state.runfiles import RunFiles
 
     assert [p.name for p in RunFiles(tmp_path).wandb_offline_runs()] == [s.path.name for s in (old, mid, new)]
     ended = JobRuns("1", tmp_path, running=False, segments=[old, mid, new])

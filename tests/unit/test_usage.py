@@ -1,14 +1,16 @@
-"""hpclaunch.usage: efficiency from sacct's parsable output (a real answer of the dev cluster's sacct), from
+"""hpclaunch.report.usage: efficiency from sacct's parsable output (a real answer of the dev cluster's sacct), from
 the status alone without accounting, and the warnings in words."""
 
 from __future__ import annotations
 
 import pytest
 
-from hpclaunch import usage
+from hpclaunch.report import usage
 from hpclaunch.schedulers import JobStatus
+from hpclaunch.schedulers.base import clock_seconds
+from hpclaunch.schedulers.slurm import accounting
 
-# `sacct --parsable2 --format=usage.SACCT_FIELDS --jobs=189_0` on the dev cluster (GPT-2 tiny, one node)
+# `sacct --parsable2 --format=accounting.SACCT_FIELDS --jobs=189_0` on the dev cluster (GPT-2 tiny, one node)
 SACCT = """JobID|State|ElapsedRaw|TimelimitRaw|TotalCPU|AllocCPUS|MaxRSS|ReqMem|NNodes
 189_0|COMPLETED|45|20|00:07.896|1||4000M|1
 189_0.batch|COMPLETED|45||00:00.277|1|12124K||1
@@ -17,7 +19,7 @@ SACCT = """JobID|State|ElapsedRaw|TimelimitRaw|TotalCPU|AllocCPUS|MaxRSS|ReqMem|
 
 
 def test_usage_from_sacct():
-    u = usage.from_sacct(SACCT, "189_0")
+    u = usage.summarize(**accounting.from_sacct(SACCT, "189_0"))
     assert u is not None
     assert (u["elapsed_s"], u["time_limit_s"], u["cpu_s"], u["cpus"]) == (45, 1200, pytest.approx(7.896), 1)
     assert u["time_used"] == pytest.approx(45 / 1200, abs=1e-4)
@@ -28,14 +30,15 @@ def test_usage_from_sacct():
     assert "(0:45 of 20:00)" in u["warnings"][0]
     assert usage.describe(u) == ("elapsed 0:45 of 20:00 (4%), CPU efficiency 18% of 1 CPU, "
                                  "peak memory 596 MiB of 4000 MiB per node (15%)")
-    assert usage.from_sacct(SACCT, "190") is None and usage.from_sacct("", "189_0") is None
+    assert accounting.from_sacct(SACCT, "190") is None and accounting.from_sacct("", "189_0") is None
 
 
 def test_slurm_sizes_and_durations():
-    assert usage.size_bytes("4000Mn", nodes=2) == 8000 * 2**20 and usage.size_bytes("2000Mc", cpus=4) == 8000 * 2**20
-    assert usage.size_bytes("1.5G") == int(1.5 * 2**30) and usage.size_bytes("") is None
-    assert usage.size_bytes("4000", bare="M") == 4000 * 2**20
-    assert [usage.clock_seconds(t) for t in ("1-02:03:04", "1:02:03", "03:04.5", "UNLIMITED")] == [
+    assert accounting.size_bytes("4000Mn", nodes=2) == 8000 * 2**20
+    assert accounting.size_bytes("2000Mc", cpus=4) == 8000 * 2**20
+    assert accounting.size_bytes("1.5G") == int(1.5 * 2**30) and accounting.size_bytes("") is None
+    assert accounting.size_bytes("4000", bare="M") == 4000 * 2**20
+    assert [clock_seconds(t) for t in ("1-02:03:04", "1:02:03", "03:04.5", "UNLIMITED")] == [
         93784, 3723, 184.5, None]
 
 
@@ -50,7 +53,7 @@ def test_without_accounting_only_the_time_and_no_warning_while_running():
 
 
 def test_nvidia_smi_query_rows_with_and_without_values():
-    from hpclaunch.runtime.sampler import parse_nvidia_query
+    from hpclaunch.runtime.node.sampler import parse_nvidia_query
 
     # nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits
     rows = parse_nvidia_query("0, 87, 40531, 81559\n1, [N/A], [N/A], 81559\n\n")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import registry
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.state import registry
+from hpclaunch.state.runfiles import RunFiles
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import watch
-from hpclaunch.runfiles import RunFiles
+from hpclaunch.cli import live
+from hpclaunch.jobs import watch
+from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 12
@@ -32,7 +33,7 @@ def test_long_slurm_values_fit_80_columns_and_no_number_is_cut():
                       12.3456, 1.23e6, 400000, tuple(range(50, 0, -1))),
             watch.Row("4242", "RUNNING", "23:02:03", "1-00:00:00", 1200, 5000, 2.5, 40000, 3600, (3, 2, 1))]
     console = Console(width=80, force_terminal=True, no_color=True, record=True)
-    console.print(watch.table(rows, "hpclaunch watch"))
+    console.print(live.table(rows, "hpclaunch watch"))
     lines = console.export_text().splitlines()
     assert len(lines) == 4 and max(len(x) for x in lines) <= 80, lines  # one line per job, nothing wraps
     assert lines[2].split()[:2] == ["12345678_12", "PENDING"]

@@ -1,0 +1,63 @@
+"""The live `watch` table on a terminal (rich), or plain lines elsewhere: frames from hpclaunch/jobs/watch.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from hpclaunch.cli.tables import state_style
+from hpclaunch.jobs.watch import COLUMNS, MIN_WIDTH, Row, frame, plain_lines
+from hpclaunch.state import registry
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def table(rows: Sequence[Row], title: str) -> Table:
+    """The rich table of a frame: at most 80 columns (the job and state may be cut short, never the numbers)."""
+    from rich.table import Table
+
+    t = Table(title=title, box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold", title_justify="left")
+    for name in COLUMNS:
+        cut = name in ("job", "state")  # cut short (…) past 11 and 9; the others fold, the numbers never
+        t.add_column(name, no_wrap=name != "elapsed/limit", overflow="ellipsis" if cut else "fold",
+                     max_width=(11 if name == "job" else 9) if cut else None, min_width=MIN_WIDTH.get(name),
+                     justify="right" if name in ("step", "loss", "tok/s", "ETA") else "left")
+    for r in rows:
+        cells = list(r.cells())
+        style = state_style(r.state)
+        t.add_row(*cells[:1], f"[{style}]{cells[1]}[/]" if style else cells[1], *cells[2:])
+    return t
+
+
+def run(records: Callable[[], list[registry.JobRecord]], jobs: Sequence[str], *, interval: float, once: bool,
+        terminal: bool, echo: Callable[[str], None]) -> None:
+    """Refresh every `interval` seconds until Ctrl-C (KeyboardInterrupt propagates to the caller), or until every
+    named job has finished; `once`: one frame. On a `terminal` a rich Live table, else plain lines via `echo`."""
+    if not terminal:
+        while True:
+            rows = frame(records(), jobs)
+            for line in plain_lines(rows, time.strftime("%H:%M:%S")):
+                echo(line)
+            if once or (jobs and all(r.finished for r in rows)):
+                return
+            time.sleep(interval)
+    from rich.console import Console
+    from rich.live import Live
+
+    def draw() -> tuple[Table, list[Row]]:
+        rows = frame(records(), jobs)
+        title = f"hpclaunch watch  {time.strftime('%H:%M:%S')}  every {interval:g}s  (Ctrl-C to quit)"
+        return table(rows, title), rows
+
+    console = Console()
+    if once:
+        console.print(draw()[0])
+        return
+    first, rows = draw()
+    with Live(first, console=console, auto_refresh=False) as live:
+        while not (jobs and all(r.finished for r in rows)):
+            time.sleep(interval)
+            shown, rows = draw()
+            live.update(shown, refresh=True)

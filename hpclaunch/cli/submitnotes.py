@@ -1,0 +1,60 @@
+"""What `submit` (one job or a sweep) says on stderr besides the job id: fault injection armed, how the job
+waits (--after), the memory plan's line of a dry run, suspect nodes excluded, the submission's warnings."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from hpclaunch.config.jobspec import JobSpec
+
+
+def say_inject(spec: JobSpec) -> None:
+    if spec.inject:
+        click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
+                   err=True)
+
+
+def say_plan(spec: JobSpec) -> None:
+    """The memory plan's summary line (docs/plan.md), for a dry run."""
+    if spec.recipe.model is None:
+        return
+    from hpclaunch.errors import NoPlan
+    from hpclaunch.plan import plan_job
+
+    try:
+        line = plan_job(spec).summary()
+    except NoPlan as exc:
+        line = f"plan: not made: {exc.message}"
+    click.echo(f"hpclaunch: {line}", err=True)
+
+
+def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
+    """A dry run says how the job would be queued (hpclaunch/api.py checked --after before anything was
+    written). Returns the condition in words ("" without --after)."""
+    if not after:
+        return ""
+    from hpclaunch.schedulers import get_scheduler
+
+    options = get_scheduler(spec.profile.scheduler).dependency_options(after)
+    if dry_run and options:
+        click.echo(f"# would be queued with: {' '.join(options)}", err=True)
+    return ", ".join(after)
+
+
+def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
+    if not dry_run and spec.profile.scheduler == "slurm":
+        _say_excluded()
+    for warning in warnings:
+        click.echo(f"hpclaunch: warning: {warning}", err=True)
+
+
+def _say_excluded() -> None:
+    from hpclaunch.state import suspects
+
+    for node, info in sorted(suspects.load().items()):
+        click.echo(f"hpclaunch: excluding suspect node {node} ({info.get('reason')}, job {info.get('job')}) "
+                   f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(info['until'])))}", err=True)

@@ -1,0 +1,5 @@
+"""The ground floor: what every stage uses and nothing of hpclaunch below it — external commands (cmd),
+shell quoting (shell), hpclaunch's folders and the bundled files (paths), optional dependencies (extras),
+the content-addressed cache (cache), the launcher and scheduler name tables (backends) and the version.
+
+May import: the standard library, and hpclaunch.errors. Nothing else of hpclaunch."""

@@ -1,0 +1,95 @@
+"""`hpclaunch export`: a run's checkpoint as a plain Hugging Face model folder that `from_pretrained` loads.
+
+DeepSpeed checkpoints (any ZeRO stage, also ZeRO-3's per-rank shards) are consolidated into fp32 weights
+with DeepSpeed's own `zero_to_fp32`; a DDP checkpoint holds the whole model already. The weights are written
+as sharded safetensors (`huggingface_hub.save_torch_state_dict`, tied weights stored once) next to the
+config and tokenizer files the job saved in RUN_DIR/model/. Runs on a login node's CPU: it needs the
+memory of the model in fp32 (4 bytes per parameter), nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpclaunch.errors import ConfigError, HpclaunchError, NotFoundError
+from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
+
+if TYPE_CHECKING:
+    import torch
+
+_STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
+
+
+@dataclass(frozen=True)
+class Exported:
+    folder: Path
+    checkpoint: Path
+    step: int
+    tensors: int
+    params: int
+
+
+def checkpoint(run_dir: Path, step: int | None = None) -> tuple[Path, int]:
+    """The run's newest checkpoint, or the one of `step`."""
+    root = RunFiles(run_dir).checkpoints
+    found = {int(m.group(1)): p for p in (root.iterdir() if root.is_dir() else [])
+             if p.is_dir() and (m := _STEP.match(p.name))}
+    if not found:
+        raise NotFoundError("checkpoint", str(root), hint="the job has saved no checkpoint yet "
+                            "(train.save_every, or the end of the run)")
+    if step is None:
+        step = max(found)
+    if step not in found:
+        raise ConfigError(f"no checkpoint of step {step} in {root}",
+                          hint=f"the run has checkpoints of steps {', '.join(map(str, sorted(found)))}")
+    return found[step], step
+
+
+def state_dict(ckpt: Path) -> dict[str, torch.Tensor]:
+    """The whole model's weights (fp32 for DeepSpeed checkpoints) from one checkpoint folder."""
+    import torch
+
+    if (ckpt / "deepspeed").is_dir():
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        return dict(get_fp32_state_dict_from_zero_checkpoint(str(ckpt), tag="deepspeed"))
+    state = ckpt / "state.pt"
+    if not state.is_file():
+        raise HpclaunchError(f"{ckpt} holds neither a DeepSpeed checkpoint (deepspeed/) nor state.pt",
+                             hint="only checkpoints written by hpclaunch's runtime can be exported")
+    return dict(torch.load(state, map_location="cpu", weights_only=False)["model"])
+
+
+def export(run_dir: Path, out: Path, step: int | None = None, max_shard_size: str = "5GB") -> Exported:
+    """Write the checkpoint (newest, or of `step`) of `run_dir` as a Hugging Face folder `out` (which must
+    not exist, or be empty). Written into a temporary folder beside `out`, renamed when complete."""
+    files = RunFiles(run_dir)
+    meta = files.model_files
+    if not (meta / "config.json").is_file():
+        raise NotFoundError("model config", str(meta / "config.json"),
+                            hint="the job writes it when it loads the model; runs made before hpclaunch 0.2 "
+                                 "and scripts without hpclaunch's runtime have none")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty folder", hint="name a new folder with --out")
+    ckpt, found_step = checkpoint(run_dir, step)
+    weights = state_dict(ckpt)
+    from huggingface_hub import save_torch_state_dict
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(meta, tmp)
+        save_torch_state_dict(weights, tmp, max_shard_size=max_shard_size)
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    unique = {t.data_ptr(): t.numel() for t in weights.values()}
+    return Exported(out, ckpt, found_step, len(weights), sum(unique.values()))

@@ -1,0 +1,44 @@
+"""A recorded job's state as the scheduler and its run directory tell it: one scheduler call per scheduler
+kind for many records, the chain of retries, why hpclaunch stopped it. Used by `status`/`jobs` and the Python
+API (hpclaunch/api.py). Standard library only: `status` stays light."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.schedulers import JobStatus, get_scheduler
+from hpclaunch.state import registry
+from hpclaunch.state.runfiles import RunFiles, read_json_lines
+
+
+def retries(r: registry.JobRecord) -> list[dict[str, Any]]:
+    """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
+    return [entry for entry in read_json_lines(RunFiles(Path(r.run_dir)).retries) if entry.get("to")]
+
+
+def stop_reason(r: registry.JobRecord) -> str | None:
+    """Why hpclaunch stopped the job itself (e.g. requeued too often without a new checkpoint)."""
+    try:
+        return RunFiles(Path(r.run_dir)).stop_reason.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
+    """One scheduler call per scheduler kind for all the records (and the newest retry of each)."""
+    by_sched: dict[str, list[str]] = defaultdict(list)
+    out: dict[str, JobStatus] = {}
+    for r in records:
+        if r.pending:
+            out[r.job_id] = JobStatus(r.job_id, "SUBMITTING", reason="hpclaunch is handing it to the scheduler",
+                                      source="hpclaunch")
+            continue
+        by_sched[r.scheduler].append(r.job_id)
+        chain = retries(r)
+        if chain:
+            by_sched[r.scheduler].append(str(chain[-1]["to"]))
+    for name, ids in by_sched.items():
+        out.update(get_scheduler(name).status(ids))
+    return out

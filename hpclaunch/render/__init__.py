@@ -1,1 +1,0 @@
-"""JobSpec + launcher -> the job script. Pure and deterministic."""

@@ -1,0 +1,92 @@
+"""After a failed launch: was it the node's fault, and which node? ``python -m hpclaunch.runtime.node.blame``.
+
+The job script asks this when the job may be retried (``submit --retries N``). A failure is node-level
+when the watchdog ended a hang (the hung rank's node), a rank was killed by SIGKILL (the OOM killer:
+its node), or the diagnosis names a node or device fault (node failure, device error, network/IB
+error) on a rank whose node is known from its progress record. Anything else (an exception in the
+script, a bad config) would fail again anywhere: no retry.
+
+It prints the suspect nodes (comma-separated) on the first line and the reason as a JSON string on the
+second, or nothing; and remembers the suspects in ``$HPCLAUNCH_HOME/suspect-nodes.json`` for
+``suspect_node_hours`` (later submissions exclude them). Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+from hpclaunch.runtime.node.progress import read_all
+from hpclaunch.runtime.node.supervise import HUNG_EXIT_CODE
+from hpclaunch.state import suspects
+from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
+
+# diagnose rules whose cause lies in the node (hardware, its network, its memory), not in the job
+NODE_LEVEL_RULES = frozenset({"node_fail", "host_oom", "device_fault", "network_fault", "network_interface"})
+
+
+@dataclass(frozen=True)
+class Blame:
+    nodes: tuple[str, ...]
+    reason: str
+
+
+def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blame | None:
+    hosts = {rank: str(rec.get("host")) for rank, rec in read_all(run, restart).items() if rec.get("host")}
+    verdict_file = run.watchdog_verdict(restart)
+    if exit_code == HUNG_EXIT_CODE and verdict_file.is_file():
+        verdict = json.loads(verdict_file.read_text())
+        ranks = [int(r) for r in verdict.get("hung", [])]
+        nodes = sorted({hosts[r] for r in ranks if r in hosts})
+        if nodes:
+            return Blame(tuple(nodes), f"hang: {verdict.get('summary', '')}")
+    killed = []
+    for path in run.rank_exits(restart):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if rec.get("code") in (-9, 137) and rec.get("host"):
+            killed.append((int(rec["rank"]), str(rec["host"])))
+    if killed:
+        nodes = sorted({h for _, h in killed})
+        which = ", ".join(str(r) for r, _ in sorted(killed))
+        return Blame(tuple(nodes), f"rank {which} killed by SIGKILL (the OOM killer?) on {', '.join(nodes)}")
+    try:
+        from hpclaunch.logs.diagnose import diagnose
+    except ImportError:  # a job environment without hpclaunch's logs package: no further evidence
+        return None
+    d = diagnose(run.root, job_id)
+    if d.cause not in NODE_LEVEL_RULES:
+        return None
+    node = d.node or (hosts.get(d.rank) if d.rank is not None else None)
+    if not node:
+        return None
+    return Blame((node,), f"{d.title} on {node}" + (f" (rank {d.rank})" if d.rank is not None else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hpclaunch.runtime.node.blame", description=__doc__.split("\n")[0])
+    p.add_argument("--exit-code", type=int, required=True, help="the launch's exit code")
+    p.add_argument("--hours", type=float, default=24.0, help="how long the suspects are excluded")
+    args = p.parse_args(argv)
+    run = RunFiles.from_env()
+    restart = int(os.environ.get(ENV_RESTART, "0") or 0)
+    job_id = os.environ.get("HPCLAUNCH_JOB_ID", "")
+    found = blame(run, restart, args.exit_code, job_id)
+    if found is None:
+        return 0
+    try:
+        suspects.remember(found.nodes, found.reason, job_id, hours=args.hours)
+    except OSError as exc:  # an unwritable home must not stop the retry
+        print(f"hpclaunch: could not remember suspect nodes: {exc}", file=sys.stderr)
+    print(",".join(found.nodes))
+    print(json.dumps(found.reason))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Each rank's progress (step, phase, time of the last change), for the node supervisor's hang watchdog.
+
+The training loop only sets attributes (``progress.enter("data", step)``): no system call, no device
+sync per step. A daemon thread writes the record into ``RUN_DIR/progress/rank-<R>.restart-<N>.json``
+(fixed size, overwritten in place) at most once per second and only when it changed. A rank blocked in a
+collective or a device wait still gets its last state written, because those waits release the GIL.
+
+Phases: init (imports, process group, model), data (fetching a batch), forward (forward and backward,
+with the gradient all-reduce), optimizer (step; ZeRO's collectives), collective (the log step's
+all-reduce), eval, checkpoint, done. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
+
+RECORD_BYTES = 256
+_HOST = socket.gethostname()
+PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
+# Phases in which a rank waits for its peers when one of them stops.
+WAITING_PHASES = frozenset({"forward", "optimizer", "collective", "checkpoint"})
+
+
+class Progress:
+    """One rank's progress record and the thread that writes it."""
+
+    def __init__(self, path: Path | None, rank: int, interval: float = 1.0) -> None:
+        self.path, self.rank, self.interval = path, rank, interval
+        self.step, self.phase, self.changed = 0, "init", time.time()
+        self._written: tuple[int, str, float] | None = None
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            self.flush()
+            threading.Thread(target=self._run, name="hpclaunch-progress", daemon=True).start()
+
+    def enter(self, phase: str, step: int | None = None) -> None:
+        """Cheap: attribute stores only (called several times per training step)."""
+        if phase != self.phase or (step is not None and step != self.step):
+            if step is not None:
+                self.step = step
+            self.phase = phase
+            self.changed = time.time()
+
+    def flush(self) -> None:
+        """Write the record now, if it changed (also called at phase ends that matter: done, checkpoint)."""
+        if self._fd is None:
+            return
+        with self._lock:
+            state = (self.step, self.phase, self.changed)
+            if state == self._written:
+                return
+            record = json.dumps({"rank": self.rank, "step": state[0], "phase": state[1], "t": round(state[2], 3),
+                                 "host": _HOST, "pid": os.getpid()})
+            os.pwrite(self._fd, record.encode().ljust(RECORD_BYTES), 0)
+            self._written = state
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            try:
+                self.flush()
+            except OSError:
+                return
+
+
+_CURRENT: list[Progress] = []
+
+
+def current() -> Progress:
+    """This process's progress record, made on first use from the job's environment (RANK, the restart,
+    the run directory); outside a job it records nothing."""
+    if not _CURRENT:
+        rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")) or 0)
+        restart = int(os.environ.get(ENV_RESTART, "0") or 0)
+        run = RunFiles.from_env() if os.environ.get("HPCLAUNCH_RUN_DIR") else None
+        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank))
+    return _CURRENT[0]
+
+
+def enter(phase: str, step: int | None = None) -> None:
+    current().enter(phase, step)
+
+
+def read_all(run: RunFiles, restart: int) -> dict[int, dict[str, object]]:
+    """Every rank's last written record of one restart: rank -> {step, phase, t, pid}."""
+    out: dict[int, dict[str, object]] = {}
+    for path in run.progress_files(restart):
+        try:
+            record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
+        except (OSError, ValueError):
+            continue  # being written for the first time
+        if isinstance(record, dict) and isinstance(record.get("rank"), int):
+            out[record["rank"]] = record
+    return out

@@ -1,0 +1,73 @@
+"""Run one rank's script and keep its output: ``python -m hpclaunch.runtime.node.rank_exec SCRIPT ARGS...``.
+
+torchrun starts this module once per rank. It runs SCRIPT in a child Python, appends everything the
+child prints (stdout and stderr, including an import error's traceback) to
+``$HPCLAUNCH_LOG_DIR/rank-<RANK>.restart-<HPCLAUNCH_RESTART>.log``, and echoes each line prefixed with
+``[rank<R>]:`` to its own stdout (the job's output file). Signals are passed on to the child and the
+child's exit status is returned, so torchrun sees the rank fail as it would without the wrapper.
+Standard library only: it must start fast and work before anything else is importable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from hpclaunch.state import runfiles, timeline
+
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m hpclaunch.runtime.node.rank_exec SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    timeline.mark("ranks_started")  # rank 0 only
+    rank = int(os.environ.get("RANK", "0"))
+    restart = int(os.environ.get(runfiles.ENV_RESTART, "0") or 0)
+    log_dir = Path(os.environ.get(runfiles.ENV_LOG_DIR, "."))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / runfiles.rank_log_name(rank, restart)
+    prefix = f"[rank{rank}]: ".encode()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in _FORWARDED:
+        signal.signal(sig, forward)
+    out = sys.stdout.buffer
+    assert child.stdout is not None
+    with open(path, "ab", buffering=0) as log:
+        for line in iter(child.stdout.readline, b""):
+            log.write(line)
+            out.write(prefix + line)
+            out.flush()
+    code = child.wait()
+    if code:
+        _record_exit(rank, restart, code)
+    return 128 - code if code < 0 else code
+
+
+def _record_exit(rank: int, restart: int, code: int) -> None:
+    """A rank that failed leaves its code and host, so a retry can blame (and exclude) the right node."""
+    if not os.environ.get(runfiles.ENV_RUN_DIR):
+        return
+    path = runfiles.RunFiles.from_env().rank_exit(rank, restart)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"rank": rank, "code": code, "host": socket.gethostname()}) + "\n")
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

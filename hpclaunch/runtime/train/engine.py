@@ -1,0 +1,217 @@
+"""The two ways a recipe trains, behind one small interface the loop uses:
+
+    TorchEngine      plain PyTorch (DDP when there is more than one rank): autocast, GradScaler for
+                     fp16, no_sync on the micro-steps before the last, clip after backward (unscaled).
+    DeepSpeedEngine  deepspeed.initialize with a client torch AdamW (no JIT-compiled optimizer) and
+                     the same LR schedule; ZeRO stage, clipping and precision come from ds_config.json.
+
+Both: zero_grad(); micro_step(inputs, last) -> detached loss of the micro-batch;
+step() -> gradient norm (a tensor: no host sync); save(dir, client_state); load(dir) -> client_state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import torch
+
+from hpclaunch.runtime.train.held import grad_tensors, held_states, storage_bytes
+from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import PreTrainedModel
+
+    from hpclaunch.config.recipe import TrainSpec
+    from hpclaunch.runtime.train.distributed import Dist
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class Engine(Protocol):
+    """What the loop and the checkpoints use of an engine (TorchEngine, DeepSpeedEngine)."""
+
+    accum: int
+    model: torch.nn.Module  # what runs forward: the module, its DDP/compiled wrapper, DeepSpeed's engine
+
+    @property
+    def lr(self) -> float: ...
+
+    def zero_grad(self) -> None: ...
+
+    def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor: ...
+
+    def step(self) -> torch.Tensor: ...
+
+    def forward_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def save(self, path: Path, client_state: dict[str, Any]) -> None: ...
+
+    def load(self, path: Path) -> dict[str, Any]: ...
+
+    def held_states(self) -> dict[str, int]: ...
+
+
+class TorchEngine:
+    def __init__(self, model: PreTrainedModel, train: TrainSpec, d: Dist, precision: str, grad_accum: int) -> None:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self.d, self.train, self.accum = d, train, grad_accum
+        as_module: torch.nn.Module = model  # (mypy misreads transformers' @wraps(nn.Module.to) on model.to)
+        as_module.to(d.device)
+        if train.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.module = model
+        # DDP when there are peers; its no_sync() skips the all-reduce on the micro-steps before the last
+        self.ddp: DistributedDataParallel | None = (
+            None if d.world_size == 1 else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
+        )
+        self.model: torch.nn.Module = model if self.ddp is None else self.ddp
+        if train.compile:
+            self.model = cast(torch.nn.Module, torch.compile(self.model))  # an OptimizedModule
+        self.optimizer = make_optimizer(model, train, d.accelerator)
+        self.scheduler = make_scheduler(self.optimizer, train)
+        self.dtype = _DTYPES.get(precision)
+        self.scaler = torch.amp.GradScaler(d.accelerator) if precision == "fp16" else None
+        self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/train/held.py)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.d.accelerator, dtype=self.dtype)
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def zero_grad(self) -> None:
+        # In place: the gradient tensors are reused, not re-allocated every step (measurably faster on CPU).
+        self.optimizer.zero_grad(set_to_none=False)
+
+    def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
+        # Gradients are all-reduced only on the last micro-step of an optimizer step (a single rank has no
+        # all-reduce; with torch.compile, self.model wraps the DDP module whose no_sync is used here).
+        sync = contextlib.nullcontext() if last or self.ddp is None else self.ddp.no_sync()
+        with sync:
+            with self.autocast():
+                loss = self.model(**inputs).loss / self.accum
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+        return loss.detach()
+
+    def step(self) -> torch.Tensor:
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+        if self.grad_bytes is None:
+            self.grad_bytes = storage_bytes(grad_tensors(self.module))
+        clip = self.train.grad_clip or float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        return norm.detach()
+
+    def forward_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        with self.autocast():
+            return self.model(**inputs).loss.detach()
+
+    def save(self, path: Path, client_state: dict[str, Any]) -> None:
+        if self.d.is_main:
+            state = {
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "client": client_state,
+                "scaler": self.scaler.state_dict() if self.scaler else None,
+            }
+            torch.save(state, path / "state.pt")
+
+    def load(self, path: Path) -> dict[str, Any]:
+        state = torch.load(path / "state.pt", map_location=self.d.device, weights_only=False)
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler and state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+        return state["client"]
+
+    def held_states(self) -> dict[str, int]:
+        return held_states(self.module, self.optimizer, self.grad_bytes or 0)
+
+
+def _leaf_classes(model: torch.nn.Module, names: tuple[str, ...]) -> list[type]:
+    found = {type(m).__name__: type(m) for m in model.modules()}
+    missing = [n for n in names if n not in found]
+    if missing:
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(
+            f"no module class {', '.join(missing)} in {type(model).__name__}",
+            key="deepspeed.leaf_modules",
+            hint="name module classes of the model",
+        )
+    return [found[n] for n in names]
+
+
+class DeepSpeedEngine:
+    def __init__(
+        self, model: PreTrainedModel, train: TrainSpec, d: Dist, ds_config: Path, leaf_modules: tuple[str, ...] = ()
+    ) -> None:
+        import deepspeed
+
+        self.d, self.train = d, train
+        config = json.loads(Path(ds_config).read_text())
+        self.accum = int(config.get("gradient_accumulation_steps", 1))
+        if train.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if leaf_modules:  # ZeRO-3 gathers these blocks whole (MoE: experts used by only some tokens)
+            from deepspeed.utils import set_z3_leaf_modules
+
+            set_z3_leaf_modules(model, _leaf_classes(model, leaf_modules))
+        optimizer = make_optimizer(model, train, d.accelerator)
+        scheduler = make_scheduler(optimizer, train)
+        self.model, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config
+        )
+        self.module = self.model.module
+        self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/train/held.py)
+
+    @property
+    def lr(self) -> float:
+        return self.model.get_lr()[0]
+
+    def zero_grad(self) -> None:
+        pass  # the engine zeroes gradients after each optimizer step
+
+    def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
+        loss = self.model(**inputs).loss
+        self.model.backward(loss)  # scaled by 1/gradient_accumulation_steps inside
+        if last and self.grad_bytes is None:
+            zero = self.model.optimizer if self.model.zero_optimization() else None
+            self.grad_bytes = storage_bytes(grad_tensors(self.module, zero))
+        self.model.step()  # the optimizer steps (and clips) only at the accumulation boundary
+        return loss.detach() / self.accum
+
+    def step(self) -> torch.Tensor:
+        norm = self.model.get_global_grad_norm()
+        return norm.detach() if isinstance(norm, torch.Tensor) else torch.tensor(float(norm or 0.0))
+
+    def forward_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(**inputs).loss.detach()
+
+    def save(self, path: Path, client_state: dict[str, Any]) -> None:
+        self.model.save_checkpoint(str(path), tag="deepspeed", client_state={"client": client_state})
+
+    def load(self, path: Path) -> dict[str, Any]:
+        _, state = self.model.load_checkpoint(str(path), tag="deepspeed")
+        return state["client"]
+
+    def held_states(self) -> dict[str, int]:
+        """Under ZeRO the torch optimizer inside DeepSpeed's steps the fp32 master partitions."""
+        inner = getattr(self.model.optimizer, "optimizer", self.model.optimizer)
+        return held_states(self.module, inner, self.grad_bytes or 0)

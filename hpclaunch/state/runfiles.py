@@ -1,0 +1,361 @@
+"""The run-directory contract: every file a job writes into its run directory and hpclaunch reads back,
+and the variables through which the job finds it. The one place these names are spelled; every writer
+(the job script's templates, rank_exec, the runtime, the msrun node supervisor, the MindSpore recipe)
+and every reader (logs, diagnose, status, report) goes through it.
+
+    RUN_DIR/job.sbatch                              the job script (every scheduler)
+    RUN_DIR/resolved.yaml                           the resolved job spec (`hpclaunch submit RUN_DIR/resolved.yaml`)
+    RUN_DIR/ds_config.json                          DeepSpeed's config (deepspeed launcher)
+    RUN_DIR/msrun-node.sh, msrun_worker.py          msrun's node supervisor and worker wrapper (msrun launcher)
+    RUN_DIR/recipe/                                 the copy of the recipe folder the job runs
+    RUN_DIR/logs/job.<JOB>.out                      the job script's own output, appended across requeues
+    RUN_DIR/logs/rank-<R>.restart-<N>.log           one file per rank and restart (torchrun, deepspeed)
+    RUN_DIR/logs/msrun/node<K>.restart-<N>/         per node and restart (msrun): worker_<R>.log, scheduler.log,
+                                                    msrun.out, worker_<R>.exit (a failed worker's own exit code)
+    RUN_DIR/metrics/rank-<R>.jsonl                  metrics, JSON lines, appended across restarts
+    RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
+    RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
+    RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
+    RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
+                                                    nodes, devices, assets, environment (submit + the job at start)
+    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
+    RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
+    RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
+                                                    finished; one line per phase and restart (hpclaunch.state.timeline)
+    RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
+    RUN_DIR/wandb/offline-run-<time>-<id>/          W&B's offline runs, one per start (tracking.wandb): run-<id>.wandb,
+                                                    and run-<id>.wandb.synced once `hpclaunch sync` uploaded it
+    RUN_DIR/checkpoints/                            checkpoints
+    RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
+
+A sweep (`submit --sweep`, one job array) has a folder of its own holding one run directory per element:
+
+    SWEEP_DIR/sweep.sbatch                          the array's job script: runs element <task>'s job.sbatch
+    SWEEP_DIR/sweep.json                            the swept keys and each element's values and run directory
+    SWEEP_DIR/element-<I>/                          element I's run directory (all of the above)
+    SWEEP_DIR/logs/job.<ARRAY>_<TASK>.out           the array script's own output before it hands over
+    SWEEP_DIR/<scheduler>/                          the scheduler's state for the whole array (local: job.json)
+
+Standard library only: the job side imports it before anything else is importable, and the MindSpore
+recipe imports it from its own environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# --- file and folder names
+SCRIPT = "job.sbatch"
+RESOLVED = "resolved.yaml"
+DS_CONFIG = "ds_config.json"
+MSRUN_NODE_SCRIPT = "msrun-node.sh"
+MSRUN_WORKER = "msrun_worker.py"
+RECIPE = "recipe"
+LOGS = "logs"
+METRICS = "metrics"
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_PREFIX = "step-"  # checkpoints/step-<8-digit step>/
+MODEL_FILES = "model"  # the model's config.json and tokenizer files, written once by rank 0 (for export)
+PROGRESS = "progress"
+MSRUN_LOGS = "msrun"
+SWEEP_SCRIPT = "sweep.sbatch"
+SWEEP_INFO = "sweep.json"
+ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
+TIMELINE = "timeline.jsonl"
+TENSORBOARD = "tensorboard"
+WANDB = "wandb"  # W&B's own folder name under the dir given to wandb.init
+PROVENANCE = "provenance.json"
+USAGE = "usage"  # usage/node-<N>.restart-<R>.jsonl: each node's samples (hpclaunch/runtime/node/sampler.py)
+_CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
+
+# --- the variables the job script exports for everything that runs inside the job
+ENV_RUN_DIR = "HPCLAUNCH_RUN_DIR"
+ENV_CONFIG = "HPCLAUNCH_CONFIG"  # RUN_DIR/resolved.yaml
+ENV_LOG_DIR = "HPCLAUNCH_LOG_DIR"  # RUN_DIR/logs
+ENV_RESTART = "HPCLAUNCH_RESTART"  # 0 on the first start, +1 per requeue
+ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log folder (set by msrun-node.sh)
+
+def read_json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file the job appends to, in file order: a missing or unreadable file is
+    empty, and a broken line (a job killed mid-write) or one that is no object is skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+_JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
+_RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
+_PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")
+_MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
+_MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
+
+
+def job_output_name(job_id: str) -> str:
+    """``job.<JOB>.out``; a scheduler that names the file itself passes its own placeholder (Slurm: ``%j``)."""
+    return f"job.{job_id}.out"
+
+
+def job_output_id(name: str) -> str | None:
+    """The job id in a ``job.<JOB>.out`` file name, else None."""
+    m = _JOB_OUTPUT.match(name)
+    return m.group(1) if m else None
+
+
+def rank_log_name(rank: int, restart: int) -> str:
+    return f"rank-{rank}.restart-{restart}.log"
+
+
+def msrun_node_name(node: int | str, restart: int | str) -> str:
+    """``node<K>.restart-<N>``; the job script passes shell references (``${HPCLAUNCH_NODE_RANK}``)."""
+    return f"node{node}.restart-{restart}"
+
+
+def watchdog_verdict_name(restart: int | str) -> str:
+    return f"watchdog.restart-{restart}.json"
+
+
+def msrun_exit_name(rank: int | str) -> str:
+    return f"worker_{rank}.exit"
+
+
+@dataclass(frozen=True, order=True)
+class LogFile:
+    """One rank's log of one restart."""
+
+    restart: int
+    rank: int
+    path: Path
+    kind: str = "rank"  # rank (torchrun, deepspeed) | msrun (an msrun worker)
+
+    @property
+    def label(self) -> str:
+        return f"rank{self.rank}"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The paths of one run directory."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> RunFiles:
+        """Inside a job: the run directory the job script exported (the current folder otherwise)."""
+        env = os.environ if environ is None else environ
+        return cls(Path(env.get(ENV_RUN_DIR) or "."))
+
+    # --- what hpclaunch writes before the job starts
+    @property
+    def script(self) -> Path:
+        return self.root / SCRIPT
+
+    @property
+    def resolved(self) -> Path:
+        return self.root / RESOLVED
+
+    @property
+    def ds_config(self) -> Path:
+        return self.root / DS_CONFIG
+
+    @property
+    def recipe(self) -> Path:
+        return self.root / RECIPE
+
+    @property
+    def msrun_node_script(self) -> Path:
+        return self.root / MSRUN_NODE_SCRIPT
+
+    @property
+    def msrun_worker(self) -> Path:
+        return self.root / MSRUN_WORKER
+
+    # --- what the job writes
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    @property
+    def model_files(self) -> Path:
+        return self.root / MODEL_FILES
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest complete checkpoint (step, folder): what a restarted job resumes from; None if none."""
+        root = self.checkpoints
+        if not root.is_dir():
+            return None
+        steps = [(int(m.group(1)), p) for p in root.glob(f"{CHECKPOINT_PREFIX}*")
+                 if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+        return max(steps, key=lambda sp: sp[0], default=None)
+
+    def scheduler_state(self, scheduler: str) -> Path:
+        return self.root / scheduler
+
+    def job_output(self, job_id: str) -> Path:
+        return self.logs / job_output_name(job_id)
+
+    def rank_log(self, rank: int, restart: int) -> Path:
+        return self.logs / rank_log_name(rank, restart)
+
+    def msrun_node_dir(self, node: int, restart: int) -> Path:
+        return self.logs / MSRUN_LOGS / msrun_node_name(node, restart)
+
+    def metrics_file(self, rank: int) -> Path:
+        return self.metrics / f"rank-{rank}.jsonl"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / PROGRESS
+
+    def progress_file(self, rank: int, restart: int) -> Path:
+        return self.progress / f"rank-{rank}.restart-{restart}.json"
+
+    def progress_files(self, restart: int) -> list[Path]:
+        if not self.progress.is_dir():
+            return []
+        return [p for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name)) and int(m.group(2)) == restart]
+
+    def watchdog_verdict(self, restart: int) -> Path:
+        return self.logs / watchdog_verdict_name(restart)
+
+    def rank_exit(self, rank: int, restart: int) -> Path:
+        return self.progress / f"rank-{rank}.restart-{restart}.exit"
+
+    def rank_exits(self, restart: int) -> list[Path]:
+        return sorted(self.progress.glob(f"rank-*.restart-{restart}.exit")) if self.progress.is_dir() else []
+
+    @property
+    def provenance(self) -> Path:
+        return self.root / PROVENANCE
+
+    @property
+    def stop_reason(self) -> Path:
+        return self.root / "stop_reason"
+
+    @property
+    def retries(self) -> Path:
+        return self.root / "retries.jsonl"
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / TENSORBOARD
+
+    @property
+    def wandb(self) -> Path:
+        return self.root / WANDB
+
+    def wandb_offline_runs(self) -> list[Path]:
+        """W&B's offline run folders (each holding a run-<id>.wandb), oldest first (their names start with the
+        time)."""
+        return self._wandb_runs("offline-run-*")
+
+    def wandb_online_runs(self) -> list[Path]:
+        """The run folders of W&B runs streamed from the job (tracking.wandb.mode online)."""
+        return self._wandb_runs("run-*")
+
+    def _wandb_runs(self, pattern: str) -> list[Path]:
+        if not self.wandb.is_dir():
+            return []
+        return sorted(p for p in self.wandb.glob(pattern) if p.is_dir() and any(p.glob("run-*.wandb")))
+
+    @property
+    def usage(self) -> Path:
+        return self.root / USAGE
+
+    def usage_samples(self, node: int | str, restart: int | str) -> Path:
+        return self.usage / f"node-{node}.restart-{restart}.jsonl"
+
+    # --- reading back
+    def job_outputs(self) -> list[Path]:
+        """The job script's output files (one per job id the run had), oldest first."""
+        if not self.logs.is_dir():
+            return []
+        found = [p for p in self.logs.iterdir() if _JOB_OUTPUT.match(p.name)]
+        return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def rank_logs(self, *, rank: int | None = None, restart: int | None = None) -> list[LogFile]:
+        """Every per-rank log (torchrun/deepspeed ranks and msrun workers), ordered by restart then rank."""
+        found: list[LogFile] = []
+        if self.logs.is_dir():
+            for p in self.logs.iterdir():
+                m = _RANK_LOG.match(p.name)
+                if m:
+                    found.append(LogFile(int(m.group(2)), int(m.group(1)), p))
+            msrun = self.logs / MSRUN_LOGS
+            if msrun.is_dir():
+                for d in msrun.iterdir():
+                    dm = _MSRUN_NODE.match(d.name)
+                    if not dm or not d.is_dir():
+                        continue
+                    for p in d.iterdir():
+                        wm = _MSRUN_WORKER.match(p.name)
+                        if wm:
+                            found.append(LogFile(int(dm.group(2)), int(wm.group(1)), p, "msrun"))
+        if rank is not None:
+            found = [f for f in found if f.rank == rank]
+        if restart is not None:
+            found = [f for f in found if f.restart == restart]
+        return sorted(found)
+
+
+@dataclass(frozen=True)
+class SweepFiles:
+    """The paths of one sweep folder (`submit --sweep`); each element's run directory is a RunFiles."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def script(self) -> Path:
+        return self.root / SWEEP_SCRIPT
+
+    @property
+    def info(self) -> Path:
+        return self.root / SWEEP_INFO
+
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    def element(self, index: int) -> Path:
+        return self.root / f"{ELEMENT_PREFIX}{index}"
+
+    def scheduler_state(self, scheduler: str) -> Path:
+        return self.root / scheduler
+
+    def job_output(self, job_id: str) -> Path:
+        return self.logs / job_output_name(job_id)
+
+
+def restarts(files: list[LogFile]) -> list[int]:
+    return sorted({f.restart for f in files})

@@ -1,0 +1,202 @@
+"""Render a JobSpec into the job script and the other files of its run directory.
+
+Pure: the same JobSpec and run directory always give the same bytes. Templates are found in the
+profile's own template folder first, then in user folders, then in the bundled templates/.
+
+Because it is pure, its result is cached (hpclaunch/core/cache.py), keyed by everything it reads: the job
+spec, the template files on the search path, and hpclaunch's own code. The run directory is the one input
+that differs on every submit: the cached files hold a placeholder where its path goes, put back on the way
+out (only for a path that needs no shell quoting, where that substitution is exact). A dry-run with a warm
+cache then imports no Jinja2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.core import cache
+from hpclaunch.core.paths import search_dirs
+from hpclaunch.core.shell import ShellExpr, oneline, quote, shell_path
+from hpclaunch.core.version import __version__
+from hpclaunch.errors import ConfigError, NotFoundError
+from hpclaunch.launchers import get_launcher
+from hpclaunch.launchers.collectives import collective_env
+from hpclaunch.schedulers import get_scheduler
+from hpclaunch.state import runfiles
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import jinja2
+
+    from hpclaunch.config.jobspec import JobSpec
+
+HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imported: render stays light)
+INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
+_PLACEHOLDER = "/hpclaunch-run-dir-placeholder-5b1e9d"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What goes into a run directory: file name -> content (the job script included)."""
+
+    script: str
+    files: dict[str, str]
+
+
+_BYTECODE_CACHE: list[jinja2.BytecodeCache | None] = []
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between runs (keyed by template file and source checksum), so a CLI
+    call does not compile every template again; none when no private cache folder can be made."""
+    import jinja2
+
+    if not _BYTECODE_CACHE:
+        compiled: jinja2.BytecodeCache | None
+        try:
+            compiled = jinja2.FileSystemBytecodeCache(pattern=f"hpclaunch-{__version__}-%s.cache")
+        except (OSError, RuntimeError):
+            compiled = None
+        _BYTECODE_CACHE.append(compiled)
+    return _BYTECODE_CACHE[0]
+
+
+def _template_dirs(spec: JobSpec) -> list[Path]:
+    dirs: list[Path] = []
+    if spec.profile.templates:
+        dirs.append(Path(spec.profile.templates))
+    return dirs + search_dirs("templates")
+
+
+def _environment(spec: JobSpec) -> jinja2.Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in _template_dirs(spec)]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+        bytecode_cache=_bytecode_cache(),
+    )
+    env.filters["q"] = quote
+    env.filters["oneline"] = oneline
+    env.filters["qpath"] = lambda path: quote(shell_path(str(path)))
+    return env
+
+
+@contextmanager
+def _template_errors() -> Iterator[None]:
+    """A missing template or an undefined value as the user's error (a profile's own templates)."""
+    import jinja2
+
+    try:
+        yield
+    except jinja2.TemplateNotFound as exc:
+        raise NotFoundError("template", str(exc.name or "?"), hint="check the profile's `templates` folder") from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"template error: {exc.message}", key="templates") from None
+
+
+def render(spec: JobSpec, run_dir: Path) -> Rendered:
+    """The job script and the other files of the run directory (from the cache when it holds them)."""
+    where = str(run_dir)
+    if not (cache.enabled() and _SHELL_SAFE.match(where)):
+        return _render(spec, run_dir)
+    name = _cache_key(spec, where)
+    hit = cache.get("render", name)
+    if isinstance(hit, dict) and all(isinstance(v, str) for v in hit.values()) and runfiles.SCRIPT in hit:
+        files = {k: v.replace(_PLACEHOLDER, where) for k, v in hit.items()}
+        return Rendered(script=files[runfiles.SCRIPT], files=files)
+    done = _render(spec, run_dir)
+    cache.put("render", name, {k: v.replace(where, _PLACEHOLDER) for k, v in done.files.items()})
+    return done
+
+
+def _cache_key(spec: JobSpec, run_dir: str) -> str:
+    """Everything a render reads: the spec (its run-dir paths as the placeholder), every template file on
+    the search path, and hpclaunch's code (a changed file, an upgrade: another key)."""
+    dumped = json.dumps(spec.model_dump(mode="json"), sort_keys=True).replace(run_dir, _PLACEHOLDER)
+    templates = []
+    for folder in _template_dirs(spec):
+        for f in sorted(folder.rglob("*.j2")) if folder.is_dir() else []:
+            try:
+                templates.append(f"{f.relative_to(folder)}\0".encode() + f.read_bytes())
+            except OSError:
+                continue
+        templates.append(f"--{folder}".encode())
+    return cache.key("render", __version__, cache.code_stamp("."), dumped, *templates)
+
+
+def _render(spec: JobSpec, run_dir: Path) -> Rendered:
+    """The job script and the other files of the run directory. The common template and the launcher
+    see only the neutral job variables; the scheduler's own parts come from its template folder."""
+    launcher = get_launcher(spec.recipe.launcher)
+    scheduler = get_scheduler(spec.profile.scheduler)
+    env = _environment(spec)
+    files = runfiles.RunFiles(run_dir)
+    context: dict[str, Any] = {
+        "version": __version__,
+        "spec": spec,
+        "files": files,
+        "scheduler": scheduler.name,
+        "scheduler_templates": scheduler.template_dir,
+        "sched": scheduler.script_context(spec, run_dir),
+        "asset_store": shell_path(spec.profile.assets.store),
+        "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
+                **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env, **spec.recipe.env},
+        "launch": launcher.script_context(spec, run_dir),
+        # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)
+        "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(
+            f"${{{runfiles.ENV_RESTART}}}")),
+        "hung_exit_code": HUNG_EXIT_CODE,
+        "node_script": launcher.node_script(spec, run_dir),
+        "spec_launcher_template": launcher.template,
+    }
+    for key in context["env"]:
+        if not _ENV_NAME.match(key):
+            raise ConfigError(f"environment variable name {key!r} is not valid in a shell", key=f"env.{key}")
+    with _template_errors():
+        script = env.get_template("job.sbatch.j2").render(context)
+        extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
+    files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
+    return Rendered(script=script, files=files_out)
+
+
+_MARK = "@JOB@"
+
+
+def render_sweep(specs: Sequence[JobSpec], labels: Sequence[str], keys: Sequence[str], sweep_dir: Path,
+                 max_parallel: int | None) -> str:
+    """A sweep's array script (templates/sweep.sbatch.j2): the scheduler's array directives
+    (``array.sh.j2``), then a hand-over to the job script of the element the array task names. Element i
+    runs from ``runfiles.SweepFiles(sweep_dir).element(i)``, already rendered from ``specs[i]``."""
+    spec = specs[0]
+    scheduler = get_scheduler(spec.profile.scheduler)
+    files = runfiles.SweepFiles(sweep_dir)
+    prefix, suffix = f"{runfiles.LOGS}/{runfiles.job_output_name(_MARK)}".split(_MARK)
+    context: dict[str, Any] = {
+        "version": __version__,
+        "spec": spec,
+        "files": files,
+        "keys": list(keys),
+        "elements": [{"index": i, "run_dir": str(files.element(i)), "label": label} for i, label in enumerate(labels)],
+        "output": (prefix, suffix),
+        "script": runfiles.SCRIPT,
+        "resolved": runfiles.RESOLVED,
+        "scheduler": scheduler.name,
+        "scheduler_templates": scheduler.template_dir,
+        "sched": scheduler.array_context(specs, sweep_dir, max_parallel),
+    }
+    with _template_errors():
+        return _environment(spec).get_template("sweep.sbatch.j2").render(context)

@@ -1,0 +1,479 @@
+"""Resolve: the only place where configuration layers merge.
+
+Precedence, highest first (rule 1 of the design):
+
+    CLI flags (--nodes, --gpus-per-node, --layout, --partition, --time, --name)
+    > --set key=value (dotted recipe keys)
+    > the recipe preset (--preset, or the recipe's default_preset)
+    > recipe.yaml
+    > the profile's defaults
+    > code defaults
+
+Profile limits are checked here with the numbers in the message; they are never silently clipped.
+
+`resolve(..., light=True)` (what `hpclaunch submit` uses) validates with the light records of
+config/light.py instead of the pydantic models, and goes the pydantic way whenever they cannot vouch for
+a value: same result, same errors, without importing pydantic for a config that is valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.config.layout import Layout, parse_layout
+from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
+from hpclaunch.config.parallel import data_parallel_degree
+from hpclaunch.config.rules import DEVICES_PER_NODE
+from hpclaunch.config.walltime import format_time, parse_time
+from hpclaunch.errors import ConfigError, LimitError, NotFoundError
+
+if TYPE_CHECKING:
+    from hpclaunch.config.base import Locator
+    from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.config.profile import Profile
+    from hpclaunch.config.recipe import Recipe
+
+DEFAULT_LAYOUT = "1n1g"
+DEFAULT_TIME = "01:00:00"
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+_JOB_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class CliOverrides:
+    """What the command line asked for directly (the highest layer)."""
+
+    preset: str | None = None
+    layout: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    partition: str | None = None
+    time: str | None = None
+    name: str | None = None
+    sets: Sequence[str] = field(default_factory=tuple)
+    retries: int = 0  # submit --retries
+    inject: str | None = None  # HPCLAUNCH_INJECT of the submitting environment
+    sbatch: Sequence[str] = field(default_factory=tuple)  # submit --sbatch KEY=VALUE
+    launcher: str | None = None  # submit SCRIPT.py --launcher (an ad-hoc recipe: hpclaunch/config/adhoc.py)
+    script_args: Sequence[str] | None = None  # submit ... -- ARGS: the script's own arguments (replace `args`)
+
+
+def parse_set(item: str) -> tuple[list[str], Any]:
+    """``train.lr=3e-4`` -> (["train", "lr"], 0.0003). Values are parsed as YAML scalars/lists."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.lr=3e-4")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not _KEY.match(key):
+        raise ConfigError(f"--set {item!r}: {key!r} is not a dotted key such as train.lr")
+    import yaml  # only when --set is given: a plain dry-run does not load PyYAML
+
+    from hpclaunch.config import yamlfile
+
+    try:
+        value = yamlfile.load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _nested(path: list[str], value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(path):
+        out = {part: out}
+    return out
+
+
+def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
+    cur: Any = data
+    for part in loc:
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False
+        cur = cur[part]
+    return True
+
+
+class _Pydantic:
+    """Validation through the pydantic models: the reference, and the only source of error messages."""
+
+    @staticmethod
+    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
+        from hpclaunch.config.base import validate
+        from hpclaunch.config.recipe import Recipe
+
+        return validate(Recipe, data, file=file, locate=locate)
+
+    @staticmethod
+    def jobspec(**values: Any) -> JobSpec:
+        from hpclaunch.config.jobspec import JobSpec
+
+        return JobSpec(**values)
+
+
+class _Light:
+    """Validation through the light records; raises light.Unsure where pydantic must decide."""
+
+    @staticmethod
+    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
+        from hpclaunch.config import light
+
+        return light.validate("Recipe", data)
+
+    @staticmethod
+    def jobspec(**values: Any) -> JobSpec:
+        from hpclaunch.config import light
+
+        return light.validate("JobSpec", values)
+
+
+def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
+    """Recipe + preset + --set -> a validated Recipe; errors name the layer a bad value came from."""
+    return _merge_recipe(src, preset, sets, _Pydantic)
+
+
+def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
+                  models: type[_Pydantic] | type[_Light],
+                  script_args: Sequence[str] | None = None) -> tuple[Recipe, str | None]:
+    data = dict(src.data)
+    presets = data.pop("presets", {}) or {}
+    default_preset = data.pop("default_preset", None)
+    if not isinstance(presets, dict):
+        raise ConfigError("expected a mapping of preset name to overrides", file=str(src.file), key="presets")
+    if default_preset is not None and not isinstance(default_preset, str):
+        raise ConfigError(f"expected the name of a preset, got {type(default_preset).__name__}",
+                          file=str(src.file), key="default_preset",
+                          hint=f"one of: {', '.join(map(str, presets)) or '(no presets defined)'}")
+    for name, over in presets.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"preset name {name!r} is not text", file=str(src.file), key="presets")
+        if over is not None and not isinstance(over, dict):
+            raise ConfigError("expected a mapping of overrides", file=str(src.file), key=f"presets.{name}")
+    chosen = preset if preset is not None else default_preset
+    preset_data: dict[str, Any] = {}
+    if chosen is not None:
+        if chosen not in presets:
+            raise NotFoundError("preset", chosen, presets,
+                                hint=f"recipe {data.get('name')!r} defines its presets under `presets:` "
+                                     f"in {src.file}")
+        preset_data = presets[chosen] or {}
+    set_data: dict[str, Any] = {}
+    set_items: dict[tuple[str, ...], str] = {}
+    for item in sets:
+        path, value = parse_set(item)
+        set_data = deep_merge(set_data, _nested(path, value))
+        set_items[tuple(path)] = item
+    merged = deep_merge(deep_merge(data, preset_data), set_data)
+    if script_args is not None:
+        merged["args"] = list(script_args)  # the command line's `-- ARGS`, over every other layer
+
+    def locate(loc: tuple[Any, ...]) -> str:
+        for n in range(len(loc), 0, -1):
+            if tuple(loc[:n]) in set_items:
+                return f"--set {set_items[tuple(loc[:n])]}"
+        if chosen is not None and _has(preset_data, loc):
+            return f"{src.file} (presets.{chosen})"
+        return str(src.file)
+
+    recipe = models.recipe(merged, str(src.file), locate)
+    for name, over in presets.items():
+        if name != chosen and over:
+            # every preset is checked at load, not only the one chosen: a broken `full` preset is found
+            # by the `tiny` run that precedes it, not hours later
+            def in_preset(loc: tuple[Any, ...], name: str = name, over: dict[str, Any] = over) -> str:
+                return f"{src.file} (presets.{name})" if _has(over, loc) else str(src.file)
+
+            models.recipe(deep_merge(data, over), str(src.file), in_preset)
+    return recipe, chosen
+
+
+def _recipe_origin(cli: CliOverrides, recipe: Recipe, key: str) -> str:
+    """Where a recipe-level value came from, for messages: the --set flag, else the recipe (or preset)."""
+    for item in reversed(cli.sets):
+        if item.split("=", 1)[0].strip() == key:
+            return f"--set {item}"
+    return f"recipe {recipe.name} {key}"
+
+
+def _layout(cli: CliOverrides, recipe: Recipe, profile: Profile) -> Layout:
+    base_text, where = DEFAULT_LAYOUT, "code default"
+    for text, origin in ((profile.defaults.layout, f"profile {profile.name} defaults.layout"),
+                         (recipe.layout, _recipe_origin(cli, recipe, "layout")),
+                         (cli.layout, "--layout")):
+        if text is not None:
+            base_text, where = text, origin
+    base = parse_layout(base_text, where=where)
+    nodes = cli.nodes if cli.nodes is not None else base.nodes
+    gpus = cli.gpus_per_node if cli.gpus_per_node is not None else base.gpus_per_node
+    if nodes < 1 or gpus < 1:
+        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes} and {gpus})")
+    return Layout(nodes, gpus)
+
+
+def _implemented(recipe: Recipe) -> None:
+    """Refuse a parallelism the recipe's script does not implement (it would train data parallel instead,
+    or stop inside the job after the queue wait)."""
+    par = recipe.parallel
+    assert par is not None
+    asked = {"model": par.model_parallel, "pipeline": par.pipeline_stage}
+    missing = [f"{name}_{'parallel' if name == 'model' else 'stage'}({n})" for name, n in asked.items()
+               if n > 1 and name not in par.implemented]
+    if par.optimizer_shard and "optimizer_shard" not in par.implemented:
+        raise ConfigError(
+            f"recipe {recipe.name}: parallel.optimizer_shard asked, but its script does not shard the optimizer "
+            f"(parallel.implemented: {', '.join(par.implemented)}): it would keep whole AdamW states on every rank",
+            key="parallel.optimizer_shard",
+            hint="set parallel.optimizer_shard=false; `hpclaunch plan` shows the memory per device without it "
+                 "(MindSpore's parallel optimizer needs graph mode with semi-auto parallel, as in MindFormers)")
+    if missing:
+        why = ("; MindSpore's semi-auto parallel (shard strategies, pipeline stages) needs graph mode on GPU or "
+               "Ascend, and its CPU backend has none" if recipe.launcher == "msrun" else "")
+        raise ConfigError(
+            f"recipe {recipe.name}: {' and '.join(missing)} asked, but its script implements "
+            f"{', '.join(par.implemented)} parallelism only (parallel.implemented){why}", key="parallel",
+            hint="set parallel.model_parallel=1 and parallel.pipeline_stage=1 (data parallel over every device), "
+                 "or use a script that implements them and list them in parallel.implemented")
+
+
+def _batch(recipe: Recipe, world_size: int) -> tuple[int, int, int]:
+    """(data_parallel, grad_accum, global_batch) with global = micro x accum x data-parallel, checked."""
+    dp = world_size
+    if recipe.parallel is not None:
+        model_config = recipe.model.config if recipe.model else None
+        dp = data_parallel_degree(recipe.parallel, world_size, model_config)
+        _implemented(recipe)
+    t = recipe.train
+    mb = t.micro_batch_size
+    if t.global_batch_size is None:
+        accum = t.grad_accum or 1
+        return dp, accum, mb * accum * dp
+    if t.grad_accum is None:
+        if t.global_batch_size % (mb * dp):
+            raise ConfigError(
+                f"global_batch_size({t.global_batch_size}) is not a multiple of micro_batch_size({mb}) x "
+                f"data_parallel({dp}) = {mb * dp}", key="train.global_batch_size",
+                hint="change train.global_batch_size or train.micro_batch_size, or the layout")
+        return dp, t.global_batch_size // (mb * dp), t.global_batch_size
+    if mb * t.grad_accum * dp != t.global_batch_size:
+        raise ConfigError(
+            f"global_batch_size({t.global_batch_size}) != micro_batch_size({mb}) x grad_accum({t.grad_accum}) x "
+            f"data_parallel({dp}) = {mb * t.grad_accum * dp}", key="train.global_batch_size",
+            hint="drop one of train.grad_accum / train.global_batch_size and it is derived from the other")
+    return dp, t.grad_accum, t.global_batch_size
+
+
+def _time(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str) -> str:
+    limit_text = profile.partitions[partition].max_time
+    candidates = ((cli.time, "--time"), (recipe.time, _recipe_origin(cli, recipe, "time")),
+                  (profile.defaults.time, f"profile {profile.name} defaults.time"))
+    text, where = next(((t, w) for t, w in candidates if t is not None), (None, None))
+    if text is None:
+        text, where = (DEFAULT_TIME if parse_time(DEFAULT_TIME) <= parse_time(limit_text) else limit_text,
+                       "default")
+    try:
+        seconds = parse_time(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key=where) from None
+    if seconds <= 0:
+        # Slurm reads a zero time limit as "no limit": that would slip past the partition's limit
+        raise ConfigError(f"time {text!r} is zero; ask for at least one minute", key=where)
+    if seconds > parse_time(limit_text):
+        raise LimitError(
+            f"time {text} ({where}) exceeds the limit of partition {partition!r} in profile "
+            f"{profile.name!r}: {limit_text}", hint=f"ask for --time {limit_text} or less")
+    return format_time(seconds)
+
+
+def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
+    """The recipe's watchdog settings (--set watchdog.timeout=...) over the profile's. A timeout the
+    recipe fixes is kept as is; the profile's default tightens to the observed step time."""
+    mine, site = recipe.watchdog, profile.watchdog
+    return {
+        "enabled": site.enabled if mine.enabled is None else mine.enabled,
+        "timeout": site.timeout if mine.timeout is None else mine.timeout,
+        "init_timeout": site.init_timeout if mine.init_timeout is None else mine.init_timeout,
+        "min_timeout": site.min_timeout,
+        "adaptive": mine.timeout is None,
+    }
+
+
+_WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
+
+
+def _wandb(recipe: Recipe, profile: Profile) -> dict[str, Any] | None:
+    """The recipe's W&B keys over the profile's, key by key (a key is given when it is not null, tags when not
+    empty); None when W&B is off (no project, or mode disabled).
+    A section that asks for a mode but names no project is an error: W&B would file the runs under
+    "uncategorized"."""
+    merged: dict[str, Any] = {}
+    for section in (profile.tracking.wandb, recipe.tracking.wandb):
+        if section is not None:
+            merged.update({k: v for k in _WANDB_KEYS if (v := getattr(section, k))})
+    mode = merged.get("mode") or "offline"
+    if mode == "disabled":
+        return None
+    if not merged.get("project"):
+        if merged.get("mode"):
+            raise ConfigError(f"tracking.wandb.mode is {mode} but no project is set: add tracking.wandb.project "
+                             "(or --set tracking.wandb.project=NAME)", key="tracking.wandb")
+        return None
+    return {"project": merged["project"], "entity": merged.get("entity"), "group": merged.get("group"),
+            "tags": tuple(merged.get("tags") or ()), "mode": mode}
+
+
+def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
+    if not cli.sbatch:
+        return {}
+    from hpclaunch.schedulers import get_scheduler
+
+    options = get_scheduler(profile.scheduler).parse_options(cli.sbatch)
+    if options is None:
+        raise ConfigError(f"profile {profile.name!r} uses the {profile.scheduler} scheduler, which has no "
+                          "sbatch options", key="--sbatch", hint="use a profile whose scheduler is slurm")
+    return options
+
+
+def _inject(cli: CliOverrides) -> str | None:
+    if not cli.inject:
+        return None
+    from hpclaunch.config.faults import ENV, PATTERN
+
+    if not PATTERN.match(cli.inject):
+        raise ConfigError(f"{ENV}={cli.inject[:80]!r} is not KIND:RANK:STEP", key=ENV,
+                          hint="KIND is hang, crash, kill or slow; e.g. HPCLAUNCH_INJECT=hang:1:5 "
+                               "(docs/troubleshooting.md), or unset it")
+    return cli.inject
+
+
+def _check_script(cli: CliOverrides, recipe: Recipe, folder: Path) -> None:
+    """The script must lie inside the recipe folder: the job runs the copy of that folder kept in its run
+    directory, where a path out of it (``../x.py``) points somewhere else or nowhere. (A symbolic link
+    inside the folder is fine: the copy holds the file it points to.)"""
+    script = PurePosixPath(recipe.script)
+    if not recipe.script.strip() or script.is_absolute() or ".." in script.parts or script == PurePosixPath("."):
+        raise ConfigError(f"script {recipe.script!r} is not a file inside the recipe folder {folder} "
+                          f"({_recipe_origin(cli, recipe, 'script')})", key="script",
+                          hint="move the script into the recipe folder (the job runs a copy of that folder) and "
+                               "name it relative to it")
+
+
+def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
+    allowed = DEVICES_PER_NODE.get(profile.accelerator)
+    if allowed and layout.gpus_per_node not in allowed:
+        raise LimitError(f"layout {layout} asks for {layout.gpus_per_node} devices per node; {profile.accelerator} "
+                         f"devices (profile {profile.name!r}) run {', '.join(map(str, allowed))} per node",
+                         hint="choose one of those device counts per node")
+    part = profile.partitions[partition]
+    if layout.nodes > part.max_nodes:
+        raise LimitError(f"layout {layout} asks for {layout.nodes} nodes, but partition {partition!r} of "
+                         f"profile {profile.name!r} allows at most {part.max_nodes}")
+    if layout.gpus_per_node > part.gpus_per_node:
+        raise LimitError(f"layout {layout} asks for {layout.gpus_per_node} GPUs per node, but partition "
+                         f"{partition!r} of profile {profile.name!r} has {part.gpus_per_node} per node")
+
+
+def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> JobSpec:
+    return _resolve_parts(profile, src, cli, _Pydantic)
+
+
+def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
+                   models: type[_Pydantic] | type[_Light]) -> JobSpec:
+    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, models, cli.script_args)
+    partition = cli.partition or recipe.partition or profile.default_partition
+    if partition not in profile.partitions:
+        raise NotFoundError("partition", partition, profile.partitions,
+                            hint=f"the partitions of profile {profile.name!r} are listed by "
+                                 f"`hpclaunch profiles show {profile.name}`")
+    _check_script(cli, recipe, src.dir)
+    layout = _layout(cli, recipe, profile)
+    _check_limits(profile, partition, layout)
+    time = _time(cli, recipe, profile, partition)
+    dp, accum, global_batch = _batch(recipe, layout.world_size)
+    try:
+        profile.python_env_for(recipe.python_env)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key="python_env") from None
+    name = cli.name or recipe.name
+    if not _JOB_NAME.match(name):
+        raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
+    return models.jobspec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
+                          partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
+                          grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
+                          sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                          tracking={"wandb": _wandb(recipe, profile)},
+                          inject=_inject(cli), sbatch=_sbatch(cli, profile))
+
+
+def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, *, light: bool = False) -> JobSpec:
+    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec.
+
+    light: validate with the light records (config/light.py) where they can vouch for every value, and
+    return a light JobSpec then (same fields, same methods, no pydantic import); the pydantic JobSpec
+    otherwise. Errors are the pydantic path's in both cases."""
+    cli = cli or CliOverrides()
+    if light:
+        from hpclaunch.config import light as records
+
+        path, data = read_profile(profile_ref)
+        src = recipe_source(recipe_ref, cli)
+        try:
+            return _resolve_parts(records.validate("Profile", data), src, cli, _Light)
+        except records.Unsure:
+            pass  # pydantic decides: the error message, or a value it converts
+    return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli)
+
+
+def recipe_source(recipe_ref: str, cli: CliOverrides) -> RecipeSource:
+    """A recipe folder's recipe.yaml, or the ad-hoc recipe of a Python script (with --launcher)."""
+    from hpclaunch.config import adhoc
+
+    if adhoc.is_script(recipe_ref) or cli.launcher is not None:
+        return adhoc.script_source(recipe_ref, cli.launcher)
+    return load_recipe_source(recipe_ref)
+
+
+def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) -> JobSpec:
+    """A resolved.yaml (a JobSpec saved in a run directory, maybe edited by hand) through resolve's checks
+    again, as a fresh resolve: profile limits, the job name, the script's place, batch arithmetic. Its
+    profile and recipe are the layers; flags on the command line apply over them (a --set over the
+    recorded ones, --layout/--nodes/... over the recorded layout). A preset cannot apply: it was merged
+    into the recipe when the file was written."""
+    from hpclaunch.config.base import validate
+    from hpclaunch.config.jobspec import load_jobspec
+    from hpclaunch.config.profile import Profile
+
+    saved = load_jobspec(path)
+    if cli.launcher is not None:
+        raise ConfigError(f"--launcher makes a recipe of a script; this resolved.yaml runs {saved.recipe.launcher}",
+                          file=path, hint="leave out --launcher, or submit the script itself")
+    if profile_ref and profile_ref != saved.profile.name:
+        raise ConfigError(f"it was resolved for profile {saved.profile.name!r}, not {profile_ref!r}", file=path,
+                          hint="resolve the recipe again to use another profile")
+    if cli.preset is not None:
+        raise ConfigError("--preset cannot apply to a resolved.yaml: its preset was merged into it", file=path,
+                          hint="resolve the recipe again with --preset")
+    profile = validate(Profile, saved.profile.model_dump(mode="json"), file=path)
+    recipe = saved.recipe.model_dump(mode="json")
+    src = RecipeSource(dir=Path(saved.recipe_dir), file=Path(path), data=recipe)
+    layout = cli.layout if cli.layout is not None else saved.layout
+    again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,
+                    name=cli.name or saved.name, retries=cli.retries or saved.retries,
+                    inject=cli.inject or saved.inject)
+    # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
+    # ones apply; all are recorded
+    spec = resolve_parts(profile, src, again)
+    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets), "sbatch": {**saved.sbatch, **spec.sbatch}})
