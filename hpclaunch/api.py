@@ -57,14 +57,14 @@ class Job:
 
     @property
     def is_sweep(self) -> bool:
-        from hpclaunch.submission.sweep import is_sweep
+        from hpclaunch.state.sweeps import is_sweep
 
         return self.sweep is not None or (self.job_id is not None and is_sweep(self._record()))
 
     @property
     def elements(self) -> list[Job]:
         """A sweep's elements, in order ([] for a job that is no sweep)."""
-        from hpclaunch.submission.sweep import sweep_elements
+        from hpclaunch.state.sweeps import sweep_elements
 
         if self.job_id is None:
             return []
@@ -149,9 +149,19 @@ class Job:
 
     def provenance(self) -> dict[str, Any]:
         """What the run ran with (RUN_DIR/provenance.json; {} before anything wrote it)."""
-        from hpclaunch.submission.provenance import load
+        from hpclaunch.state.provenance import load
 
         return load(self.run_dir)
+
+    def describe(self) -> dict[str, Any]:
+        """Everything `hpclaunch status JOB --json` prints (record, status, reason in words, retries, last
+        metrics, timeline, provenance line, W&B; a sweep's elements): one view, shared with the CLI."""
+        from hpclaunch.jobs.view import views
+        from hpclaunch.state.sweeps import sweep_elements
+
+        record = self._record()
+        (view,) = views([(record, sweep_elements(record))])
+        return view.to_dict()
 
 
 def _sweep_status(sweep_id: str, found: dict[str, JobStatus], watched: list[JobRecord]) -> JobStatus:
@@ -165,7 +175,7 @@ def _sweep_status(sweep_id: str, found: dict[str, JobStatus], watched: list[JobR
 
 def _from_record(record: JobRecord) -> Job:
     from hpclaunch.state.runfiles import SweepFiles
-    from hpclaunch.submission.sweep import is_sweep
+    from hpclaunch.state.sweeps import is_sweep
 
     run_dir = Path(record.run_dir)
     script = SweepFiles(run_dir).script if is_sweep(record) else RunFiles(run_dir).script

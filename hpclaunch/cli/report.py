@@ -13,10 +13,9 @@ from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import human
 from hpclaunch.report import usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
-from hpclaunch.state import registry, timeline
+from hpclaunch.state import provenance, registry, timeline
 from hpclaunch.state.runfiles import RunFiles
-from hpclaunch.submission import provenance
-from hpclaunch.submission.sweep import is_sweep, label, sweep_elements
+from hpclaunch.state.sweeps import is_sweep, label, sweep_elements
 
 if TYPE_CHECKING:
     from hpclaunch.report.metrics import Metrics

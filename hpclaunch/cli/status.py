@@ -3,8 +3,7 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from dataclasses import asdict
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -14,13 +13,10 @@ from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table, state_style, surely_not_a_terminal
 from hpclaunch.errors import ConfigError
 from hpclaunch.jobs import sync as wandb_sync
-from hpclaunch.jobs.state import retries, statuses, stop_reason
-from hpclaunch.report.metrics import last_metrics
+from hpclaunch.jobs.view import JobView, views
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.state import registry, timeline
-from hpclaunch.state.runfiles import RunFiles
-from hpclaunch.submission import provenance
-from hpclaunch.submission.sweep import is_sweep, label, sweep_elements, sweep_id
+from hpclaunch.state.sweeps import grouped, sweep_elements
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
@@ -42,26 +38,10 @@ def listed_records() -> list[registry.JobRecord]:
     return records
 
 
-def grouped(records: list[registry.JobRecord]) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
-    """Each listed job once, in order: a sweep with its elements under it; an element whose sweep is not
-    listed stands alone."""
-    listed = {r.job_id for r in records if is_sweep(r)}
-    members: dict[str, list[registry.JobRecord]] = defaultdict(list)
-    for r in records:
-        parent = sweep_id(r)
-        if parent and parent != r.job_id and parent in listed:
-            members[parent].append(r)
-    return [(r, sorted(members.get(r.job_id, []), key=lambda e: int((e.sweep or {}).get("index", 0))))
-            for r in records if not (sweep_id(r) in listed and not is_sweep(r))]
-
-
-def _values(r: registry.JobRecord) -> str:
-    return label((r.sweep or {}).get("values") or {})
-
-
-def _sweep_state(s: JobStatus, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> str:
-    counts = Counter(found[e.job_id].state for e in elements)
-    return f"{s.state} ({len(elements)} elements: " + ", ".join(f"{n} {state}" for state, n in counts.items()) + ")"
+def _sweep_state(v: JobView) -> str:
+    counts = Counter(e.status.state for e in v.elements)
+    return (f"{v.status.state} ({len(v.elements)} elements: "
+            + ", ".join(f"{n} {state}" for state, n in counts.items()) + ")")
 
 
 def _num(v: object) -> str:
@@ -74,20 +54,6 @@ def _metrics_line(m: dict | None) -> str | None:
     if not m:
         return None
     return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if k in m)
-
-
-def _as_dict(r: registry.JobRecord, s: JobStatus, found: dict[str, JobStatus],
-             elements: list[registry.JobRecord] | None = None) -> dict:
-    chain = retries(r)
-    latest = found.get(str(chain[-1]["to"])) if chain else None
-    out = {**asdict(r), **asdict(s), "last_metrics": last_metrics(Path(r.run_dir)),
-           "stop_reason": stop_reason(r), "retries": chain, "latest": asdict(latest) if latest else None,
-           "timeline": timeline.load(RunFiles(Path(r.run_dir))),
-           "provenance": provenance.summary(provenance.load(Path(r.run_dir))),
-           "wandb": wandb_sync.summary(Path(r.run_dir))}
-    if is_sweep(r):
-        out["elements"] = [_as_dict(e, found[e.job_id], found) for e in elements or []]
-    return out
 
 
 def _elapsed(s: JobStatus) -> str:
@@ -148,53 +114,48 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
             groups = groups[-RECENT:]
     if not groups and not as_json:
         click.echo(NO_JOBS, err=True)
-    found = statuses([r for top, elements in groups for r in (top, *elements)])
+    shown = views(groups)
     if as_json:
-        data = [_as_dict(r, found[r.job_id], found, elements) for r, elements in groups]
+        data = [v.to_dict() for v in shown]
         echo_json(data[0] if job else data)
         return
-    for r, elements in groups:
-        if is_sweep(r):
-            _print_sweep(r, elements, found)
-            continue
-        s = found[r.job_id]
-        head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
-        click.echo(head)
-        recipe = r.recipe + (f":{r.preset}" if r.preset else "")
-        click.echo(f"  recipe {recipe} on {r.profile}, layout {r.layout}, "
-                   f"{r.launcher}")
-        if s.reason and s.state != "COMPLETED":
-            text = s.reason_text
-            click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
-        stopped = stop_reason(r)
-        if stopped:
-            click.echo(f"  stopped by hpclaunch: {stopped}")
-        for step in retries(r):
-            nxt = found.get(str(step["to"]))
-            click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
-                       f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
-                       f"excluded {step.get('exclude')}")
-        if s.nodes:
-            click.echo(f"  nodes: {s.nodes}")
-        if s.elapsed:
-            click.echo(f"  elapsed: {_elapsed(s)}")
-        metrics = _metrics_line(last_metrics(Path(r.run_dir)))
-        if metrics:
-            click.echo(f"  last metrics: {metrics}")
-        _print_timeline(timeline.load(RunFiles(Path(r.run_dir))))
-        if sweep_id(r):
-            click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
-        click.echo(f"  run directory: {r.run_dir}")
-        ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
-        if ran_with:
-            click.echo(f"  provenance: {ran_with}")
-        tracked = wandb_sync.summary(Path(r.run_dir))
-        if tracked:
-            click.echo(f"  W&B: {wandb_sync.describe(tracked, r.job_id)}")
-        if s.source:
-            click.echo(f"  (from {s.source})")
-        if s.finished and s.state != "COMPLETED":
-            click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+    for v in shown:
+        _print_sweep(v) if v.is_sweep else _print_job(v)
+
+
+def _print_job(v: JobView) -> None:
+    r, s = v.record, v.status
+    click.echo(f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else ""))
+    click.echo(f"  recipe {v.recipe} on {r.profile}, layout {r.layout}, {r.launcher}")
+    if s.reason and s.state != "COMPLETED":
+        text = s.reason_text
+        click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
+    if v.stop_reason:
+        click.echo(f"  stopped by hpclaunch: {v.stop_reason}")
+    for step in v.retries:
+        nxt = v.retry_status(step)
+        click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
+                   f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
+                   f"excluded {step.get('exclude')}")
+    if s.nodes:
+        click.echo(f"  nodes: {s.nodes}")
+    if s.elapsed:
+        click.echo(f"  elapsed: {_elapsed(s)}")
+    metrics = _metrics_line(v.last_metrics)
+    if metrics:
+        click.echo(f"  last metrics: {metrics}")
+    _print_timeline(v.timeline)
+    if v.sweep_id:
+        click.echo(f"  sweep {v.sweep_id}, element {(r.sweep or {}).get('index')}: {v.values}")
+    click.echo(f"  run directory: {r.run_dir}")
+    if v.provenance:
+        click.echo(f"  provenance: {v.provenance}")
+    if v.wandb:
+        click.echo(f"  W&B: {wandb_sync.describe(v.wandb, r.job_id)}")
+    if s.source:
+        click.echo(f"  (from {s.source})")
+    if s.finished and s.state != "COMPLETED":
+        click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
 
 
 def _print_timeline(restarts: list[dict]) -> None:
@@ -204,24 +165,24 @@ def _print_timeline(restarts: list[dict]) -> None:
         click.echo(f"  timeline{which}: {timeline.describe(entry)}")
 
 
-def _print_sweep(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> None:
-    sweep = r.sweep or {}
-    click.echo(f"sweep {r.job_id}  {_sweep_state(found[r.job_id], elements, found)}")
+def _print_sweep(v: JobView) -> None:
+    r, sweep = v.record, v.record.sweep or {}
+    click.echo(f"sweep {r.job_id}  {_sweep_state(v)}")
     at_a_time = f", {sweep['max_parallel']} at a time" if sweep.get("max_parallel") else ""
-    click.echo(f"  recipe {r.recipe}{f':{r.preset}' if r.preset else ''} on {r.profile}, layout {r.layout}, "
+    click.echo(f"  recipe {v.recipe} on {r.profile}, layout {r.layout}, "
                f"{r.launcher}; swept {', '.join(sweep.get('keys', []))}{at_a_time}")
-    for e in elements:
-        s = found[e.job_id]
-        line = f"  {e.job_id}  {_values(e)}  {s.state}"
+    for e in v.elements:
+        s = e.status
+        line = f"  {e.job_id}  {e.values}  {s.state}"
         if s.reason and not s.finished:
             line += f" ({s.reason})"
         if s.elapsed:
             line += f"  elapsed {_elapsed(s)}"
-        metrics = _metrics_line(last_metrics(Path(e.run_dir)))
+        metrics = _metrics_line(e.last_metrics)
         click.echo(line + (f"  last metrics: {metrics}" if metrics else ""))
     click.echo(f"  sweep folder: {r.run_dir}")
-    if elements:
-        click.echo(f"  one element: hpclaunch status {elements[0].job_id}")
+    if v.elements:
+        click.echo(f"  one element: hpclaunch status {v.elements[0].job_id}")
 
 
 JOBS_COLUMNS = ["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted", "name"]
@@ -230,24 +191,27 @@ JOBS_COLUMNS = ["job", "recipe", "profile", "layout", "state", "elapsed", "last 
 JOBS_TERMINAL = ["job", "name", "recipe", "state", "elapsed", "last loss", "submitted"]
 
 
-def _job_row(r: registry.JobRecord, top: registry.JobRecord, elements: list[registry.JobRecord],
-             found: dict[str, JobStatus]) -> tuple[str, ...]:
-    s = found[r.job_id]
-    m = last_metrics(Path(r.run_dir)) or {}
-    recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+def _job_rows(v: JobView) -> list[tuple[str, ...]]:
+    """The job's row; a sweep's, then one per element (its values instead of the recipe)."""
+    s, r = v.status, v.record
     state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
-    chain = retries(r)
-    if chain:
-        last = found.get(str(chain[-1]["to"]))
-        state += f" -> {chain[-1]['to']} {last.state if last else 'UNKNOWN'}"
-    job_id, submitted, name = r.job_id, _when(r.submitted_at), r.name
-    if r is not top:  # an element, under its sweep: its values instead of the recipe
-        job_id, recipe, submitted, name = f"  {r.job_id}", _values(r), "", ""
-    elif is_sweep(r):
+    if v.retries:
+        state += f" -> {v.retries[-1]['to']} {v.latest.state if v.latest else 'UNKNOWN'}"
+    recipe = v.recipe
+    if v.is_sweep:
         recipe += " sweep " + ",".join((r.sweep or {}).get("keys", []))
-        state = _sweep_state(s, elements, found)
-    return (job_id, recipe, r.profile, r.layout, state, s.elapsed or "", _num(m["loss"]) if "loss" in m else "",
-            submitted, name)
+        state = _sweep_state(v)
+    rows: list[tuple[str, ...]] = [
+        (r.job_id, recipe, r.profile, r.layout, state, s.elapsed or "", _loss(v), _when(r.submitted_at), r.name)]
+    for e in v.elements:
+        (row,) = _job_rows(e)
+        rows.append((f"  {e.job_id}", e.values, *row[2:7], "", ""))
+    return rows
+
+
+def _loss(v: JobView) -> str:
+    m = v.last_metrics or {}
+    return _num(m["loss"]) if "loss" in m else ""
 
 
 def _when(stamp: str) -> str:
@@ -274,12 +238,11 @@ def jobs_cmd(limit: int, live: bool, interval: float, as_json: bool) -> None:
         watch_jobs((), interval, once=False)
         return
     groups = grouped(listed_records())
-    groups = groups[-limit:] if limit > 0 else groups
-    found = statuses([r for top, elements in groups for r in (top, *elements)])
+    shown = views(groups[-limit:] if limit > 0 else groups)
     if as_json:
-        echo_json([_as_dict(r, found[r.job_id], found, elements) for r, elements in groups])
+        echo_json([v.to_dict() for v in shown])
         return
-    rows = [_job_row(r, top, elements, found) for top, elements in groups for r in (top, *elements)]
+    rows = [row for v in shown for row in _job_rows(v)]
     print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, shrink=("name", "recipe"),
                 styles={"state": state_style}, short={"submitted": lambda t: t[5:]})
 

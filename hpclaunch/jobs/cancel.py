@@ -12,7 +12,7 @@ from hpclaunch.errors import HpclaunchError
 from hpclaunch.jobs.state import statuses
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.state import registry
-from hpclaunch.submission.sweep import is_sweep
+from hpclaunch.state.sweeps import is_sweep
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def find(refs: list[str]) -> list[JobRuns]:
     from hpclaunch.jobs.state import statuses
     from hpclaunch.state import registry
     from hpclaunch.state.runarchive import open_run
-    from hpclaunch.submission.sweep import is_sweep, sweep_elements
+    from hpclaunch.state.sweeps import is_sweep, sweep_elements
 
     found: list[tuple[str, Path, registry.JobRecord | None]] = []
     for ref in refs:

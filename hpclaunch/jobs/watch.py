@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.jobs.state import statuses
+from hpclaunch.jobs.view import JobView, views
 from hpclaunch.logs.read import tail_lines
-from hpclaunch.schedulers import JobStatus
 from hpclaunch.schedulers.base import clock_seconds
 from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles
@@ -133,9 +132,9 @@ def _eta(train: list[dict], total: int | None) -> float | None:
     return max(0.0, (total - last["step"]) * (t1 - t0) / steps)
 
 
-def row(r: registry.JobRecord, s: JobStatus) -> Row:
-    """One job's row from its scheduler status and its run directory."""
-    run_dir = Path(r.run_dir)
+def row(v: JobView) -> Row:
+    """One job's row from its view (the scheduler's status) and the tail of its rank-0 metrics."""
+    r, s, run_dir = v.record, v.status, v.run_dir
     train = _train_records(run_dir)
     total = max_steps(run_dir)
     state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
@@ -170,24 +169,19 @@ def progress_text(run_dir: Path) -> str:
     return "  ".join(parts)
 
 
-def chosen(records: list[registry.JobRecord], jobs: Sequence[str],
-           found: dict[str, JobStatus] | None = None) -> list[registry.JobRecord]:
-    """The named jobs; without names the newest RECENT records (running ones are kept first when `found`)."""
-    if jobs:
-        return [registry.get(j) for j in jobs]
-    if found is None:
-        return records[-RECENT:]
-    live = [r for r in records if not found[r.job_id].finished]
-    done = [r for r in records if found[r.job_id].finished]
+def chosen(shown: list[JobView]) -> list[JobView]:
+    """Without named jobs: the newest RECENT of the candidates, the running ones kept first."""
+    live = [v for v in shown if not v.status.finished]
+    done = [v for v in shown if v.status.finished]
     keep = live[-RECENT:]
-    return [r for r in records if r in keep or r in done[-max(0, RECENT - len(keep)):]]
+    return [v for v in shown if v in keep or v in done[-max(0, RECENT - len(keep)):]]
 
 
 def frame(records: list[registry.JobRecord], jobs: Sequence[str] = ()) -> list[Row]:
-    """One refresh: one scheduler call for the candidate jobs, then their rows."""
-    candidates = chosen(records, jobs) if jobs else records[-4 * RECENT:]
-    found = statuses(candidates)
-    return [row(r, found[r.job_id]) for r in chosen(candidates, jobs, found)]
+    """One refresh: one scheduler call for the named jobs (or the newest candidates), then their rows."""
+    candidates = [registry.get(j) for j in jobs] if jobs else records[-4 * RECENT:]
+    shown = views([(r, []) for r in candidates])
+    return [row(v) for v in (shown if jobs else chosen(shown))]
 
 
 def plain_lines(rows: Sequence[Row], now: str) -> list[str]:

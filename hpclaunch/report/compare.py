@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.report.metrics import Metrics
+from hpclaunch.state.provenance import differences
 from hpclaunch.state.runfiles import RunFiles
-from hpclaunch.submission.provenance import differences
 
 # resolved.yaml keys that name the run rather than set it (`sets` records the --set flags, whose effect is in
 # the recipe's keys already)

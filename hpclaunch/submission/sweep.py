@@ -20,15 +20,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import SweepFiles
+from hpclaunch.state.sweeps import label
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
-    from hpclaunch.state.registry import JobRecord
     from hpclaunch.submission.resolve import CliOverrides
 
 MAX_ELEMENTS = 1000  # Slurm's default MaxArraySize is 1001 (tasks 0-1000)
@@ -71,11 +71,6 @@ class SweepSubmission:
 
     def element_id(self, index: int) -> str:
         return f"{self.job_id}_{index}"
-
-
-def label(values: dict[str, Any]) -> str:
-    """``train.lr=1e-4 train.seed=1``: an element's values as a person reads them (legends, tables)."""
-    return " ".join(f"{k}={v}" for k, v in values.items())
 
 
 def _split(raw: str) -> list[str]:
@@ -227,31 +222,3 @@ def submit(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None,
                             {"id": job_id, "keys": list(done.keys), "max_parallel": max_parallel,
                              "elements": [done.element_id(e.index) for e in done.elements]}))
     return done
-
-
-# --- reading the registry's sweep records (standard library only: jobs/status stay light)
-
-
-def sweep_id(r: JobRecord) -> str | None:
-    """The id of the sweep that `r` is (or is an element of); None for a job that is no sweep's."""
-    return str(r.sweep["id"]) if r.sweep and r.sweep.get("id") else None
-
-
-def is_sweep(r: JobRecord) -> bool:
-    """The record of a sweep itself (its elements each have their own, pointing to it)."""
-    return sweep_id(r) == r.job_id
-
-
-def sweep_elements(r: JobRecord) -> list[JobRecord]:
-    """A sweep's element records in order (those still recorded); [] for a job that is no sweep."""
-    if not is_sweep(r):
-        return []
-    from hpclaunch.state.registry import get
-
-    out = []
-    for job_id in (r.sweep or {}).get("elements", []):
-        try:
-            out.append(get(job_id))
-        except HpclaunchError:
-            continue
-    return out

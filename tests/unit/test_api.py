@@ -86,6 +86,8 @@ def test_the_cli_and_the_api_see_the_same_job(hpclaunch_cli):
     assert str(job.run_dir) == info["run_dir"] and str(job.script) == info["script"]
     status = json.loads(hpclaunch_cli("status", info["job_id"], "--json").stdout)
     assert status["state"] == job.status().state == "COMPLETED"
+    status.pop("schema")
+    assert json.loads(json.dumps(job.describe())) == status  # one view for the API and the CLI
     assert "world_size=2" in job.logs(rank=1) and "[rank1]" in job.logs()
     assert hpclaunch_cli("cancel", "local-999").exit_code == 2  # an unknown job: a clear error from the API
 

@@ -1,0 +1,102 @@
+"""One job as `status`, `jobs` and the Python API show it, assembled in one place: the record, the scheduler's
+status (one scheduler call for every job listed and the newest retry of each), the chain of retries, why
+hpclaunch stopped it, the last metrics, the start-up timeline, provenance in one line and the W&B runs not
+uploaded yet; a sweep with its elements. `JobView.to_dict()` is `status --json`. Standard library only."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.jobs import sync as wandb_sync
+from hpclaunch.jobs.state import retries, statuses, stop_reason
+from hpclaunch.report.metrics import last_metrics
+from hpclaunch.schedulers import JobStatus
+from hpclaunch.state import provenance, registry, timeline
+from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.state.sweeps import is_sweep, sweep_id, values
+
+
+@dataclass(frozen=True)
+class JobView:
+    record: registry.JobRecord
+    status: JobStatus
+    elements: tuple[JobView, ...] = ()  # a sweep's, in order
+    retries: tuple[dict[str, Any], ...] = ()  # resubmissions after node-level failures, oldest first
+    latest: JobStatus | None = None  # the newest retry's status
+    known: dict[str, JobStatus] = field(default_factory=dict, repr=False, compare=False)  # every status asked for
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.record.run_dir)
+
+    @property
+    def is_sweep(self) -> bool:
+        return is_sweep(self.record)
+
+    @property
+    def sweep_id(self) -> str | None:
+        return sweep_id(self.record)
+
+    @property
+    def values(self) -> str:
+        """A sweep element's values in words (`train.lr=1e-4`)."""
+        return values(self.record)
+
+    @property
+    def recipe(self) -> str:
+        """`gpt2:tiny`: the recipe and its preset."""
+        return self.record.recipe + (f":{self.record.preset}" if self.record.preset else "")
+
+    @cached_property
+    def last_metrics(self) -> dict[str, Any] | None:
+        return last_metrics(self.run_dir)
+
+    @cached_property
+    def stop_reason(self) -> str | None:
+        return stop_reason(self.record)
+
+    @cached_property
+    def timeline(self) -> list[dict[str, Any]]:
+        return timeline.load(RunFiles(self.run_dir))
+
+    @cached_property
+    def provenance(self) -> str | None:
+        return provenance.summary(provenance.load(self.run_dir))
+
+    @cached_property
+    def wandb(self) -> dict[str, Any] | None:
+        return wandb_sync.summary(self.run_dir)
+
+    def retry_status(self, entry: dict[str, Any]) -> JobStatus | None:
+        """The status of the job a retry submitted, where the scheduler was asked about it."""
+        return self.known.get(str(entry["to"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `status --json` and `jobs --json` print for this job."""
+        out = {**asdict(self.record), **asdict(self.status), "last_metrics": self.last_metrics,
+               "stop_reason": self.stop_reason, "retries": list(self.retries),
+               "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
+               "provenance": self.provenance, "wandb": self.wandb}
+        if self.is_sweep:
+            out["elements"] = [e.to_dict() for e in self.elements]
+        return out
+
+
+def _view(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> JobView:
+    chain = tuple(retries(r))
+    latest = found.get(str(chain[-1]["to"])) if chain else None
+    return JobView(r, found[r.job_id], tuple(_view(e, [], found) for e in elements), chain, latest, found)
+
+
+def views(groups: list[tuple[registry.JobRecord, list[registry.JobRecord]]]) -> list[JobView]:
+    """A view of each (record, its sweep elements) pair, with one scheduler call for all of them."""
+    found = statuses([r for top, elements in groups for r in (top, *elements)])
+    return [_view(r, elements, found) for r, elements in groups]
+
