@@ -13,7 +13,6 @@ from hpclaunch.cli.tables import print_table
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
 from hpclaunch.config.profile import Profile
 from hpclaunch.config.yamlfile import UnreadableFile
-from hpclaunch.core import cmd
 from hpclaunch.errors import HpclaunchError
 
 
@@ -68,15 +67,39 @@ def show_cmd(profile: str, as_json: bool) -> None:
 
 
 @profiles.command("check", epilog=examples("hpclaunch profiles check dev-slurm",
-                                           "hpclaunch profiles check ./my-cluster.yaml"))
+                                           "hpclaunch profiles check ./my-cluster.yaml",
+                                           "hpclaunch profiles check dev-slurm --on-node  # one task on a node too"))
 @click.argument("profile", shell_complete=complete.profile)
-def check_cmd(profile: str) -> None:
-    """Validate a profile and check what can be checked from here (scheduler commands on PATH)."""
+@click.option("--on-node", is_flag=True,
+              help="also run one task on a node of the default partition: the job's modules and Python environment, "
+                   "then hpclaunch and the recipes' packages imported, and the devices the node shows")
+@json_option
+def check_cmd(profile: str, on_node: bool, as_json: bool) -> None:
+    """Check a profile against the cluster, from here: the scheduler's commands and partitions (Slurm: sinfo's
+    GRES, CPUs, memory, time limit), the module init file and every module, each Python environment.
+
+    Prints a table of check, result and how to fix; exits 1 when any check failed.
+    """
+    import time
+    from dataclasses import asdict
+
+    from hpclaunch.core.paths import hpclaunch_home
+    from hpclaunch.schedulers.base import Check
+    from hpclaunch.submission.profilecheck import checks
+
     p = load_profile(profile)
-    click.echo(f"{p.name}: valid ({find_profile(profile)})")
-    if p.scheduler == "slurm":
-        missing = [c for c in ("sbatch", "squeue", "scontrol", "scancel", "sacct") if cmd.which(c) is None]
-        click.echo("slurm commands: " + ("all found" if not missing else f"missing {', '.join(missing)}"))
+    folder = hpclaunch_home() / "checks" / f"{time.strftime('%Y%m%d-%H%M%S')}-{p.name}" if on_node else None
+    rows = [Check("profile", True, f"valid ({find_profile(profile)})"), *checks(p, on_node=folder)]
+    failed = [c for c in rows if not c.ok]
+    if as_json:
+        echo_json([asdict(c) for c in rows])
+    else:
+        print_table(["check", "result", "how to fix"],
+                    [(c.name, ("ok: " if c.ok else "FAILED: ") + c.result, c.fix) for c in rows])
+        click.echo(f"{p.name}: " + (f"{len(failed)} of {len(rows)} checks failed" if failed else
+                                    f"all {len(rows)} checks passed"), err=True)
+    if failed:
+        raise SystemExit(1)
 
 
 @profiles.command("init", epilog=examples(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.config.profile import Profile
 
 # States a job ends in; anything else may still change.
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
@@ -69,6 +70,16 @@ class JobStatus:
         return self.state in TERMINAL
 
 
+@dataclass(frozen=True)
+class Check:
+    """One row of `hpclaunch profiles check`: what was checked, what was found, and how to fix it."""
+
+    name: str
+    ok: bool
+    result: str
+    fix: str = ""
+
+
 class Scheduler(ABC):
     name: str
 
@@ -88,6 +99,15 @@ class Scheduler(ABC):
 
         raise ConfigError(f"the {self.name} scheduler cannot describe its cluster",
                           hint="copy a bundled profile and edit it (docs/profiles.md)")
+
+    def check_profile(self, profile: Profile) -> list[Check]:
+        """What the cluster says about the profile, asked from here: commands, partitions, resources."""
+        return []
+
+    def run_probe(self, script: Path, output: Path, profile: Profile, *, timeout: float) -> int:
+        """Run `script` as one task on one node of the profile's default partition (one device where it has
+        devices), its output into `output`; wait for it and return its exit code."""
+        raise NotImplementedError
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         """Values this scheduler's template parts use (as ``sched``); raise ConfigError for a bad one."""

@@ -16,12 +16,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpclaunch.core import paths
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.schedulers.base import JobStatus, Scheduler, clock
 from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
+
+if TYPE_CHECKING:
+    from hpclaunch.config.profile import Profile
 
 # Runs the command after $1 and writes its exit code into $1 atomically when it ends, however it ends
 # short of SIGKILL.
@@ -130,6 +134,15 @@ class LocalScheduler(Scheduler):
         _start([sys.executable, "-m", __name__, str(sweep_dir), job_id, str(count), str(max_parallel or count)],
                sweep_dir, job_id, {"PYTHONPATH": path})
         return job_id
+
+    def run_probe(self, script: Path, output: Path, profile: Profile, *, timeout: float) -> int:
+        """This machine is the node: the script runs here, in the foreground."""
+        with open(output, "wb") as out:
+            try:
+                return subprocess.run(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, timeout=timeout, cwd=output.parent).returncode
+            except subprocess.TimeoutExpired:
+                return 124
 
     def _one(self, job_id: str) -> JobStatus:
         try:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.config.profile import Profile, PythonEnv
 
 HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imported: render stays light)
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
@@ -70,14 +71,31 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     return _BYTECODE_CACHE[0]
 
 
-def _template_dirs(spec: JobSpec) -> list[Path]:
+@dataclass(frozen=True)
+class _ProfileOnly:
+    """What the modules and Python-environment blocks read of a job spec, for a script that has no job."""
+
+    profile: Profile
+    python_env: PythonEnv
+
+
+def render_profile_check(profile: Profile, python_env: PythonEnv, packages: Sequence[str]) -> str:
+    """The script `profiles check --on-node` runs on a node: the job's modules and Python environment, then
+    hpclaunch.runtime.node.envcheck (templates/profile-check.sh.j2)."""
+    stand_in = _ProfileOnly(profile, python_env)
+    with _template_errors():
+        template = _environment(stand_in).get_template("profile-check.sh.j2")
+        return template.render(version=__version__, spec=stand_in, packages=",".join(packages))
+
+
+def _template_dirs(spec: JobSpec | _ProfileOnly) -> list[Path]:
     dirs: list[Path] = []
     if spec.profile.templates:
         dirs.append(Path(spec.profile.templates))
     return dirs + search_dirs("templates")
 
 
-def _environment(spec: JobSpec) -> jinja2.Environment:
+def _environment(spec: JobSpec | _ProfileOnly) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(

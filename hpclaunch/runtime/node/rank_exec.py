@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hpclaunch.runtime.node import envcheck
 from hpclaunch.state import runfiles, timeline
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
@@ -34,6 +35,13 @@ def main(argv: list[str]) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_dir / runfiles.rank_log_name(rank, restart)
     prefix = f"[rank{rank}]: ".encode()
+    stale = envcheck.too_old()
+    if stale:  # before the script: a message now, not a TypeError deep in a library later
+        text = "".join(f"hpclaunch: error: {line}\n" for line in stale).encode()
+        with open(path, "ab") as stale_log:
+            stale_log.write(text)
+        sys.stdout.buffer.write(b"".join(prefix + line + b"\n" for line in text.splitlines()))
+        return 2
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, env=env)

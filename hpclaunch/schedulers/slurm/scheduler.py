@@ -14,12 +14,13 @@ from hpclaunch.core import cmd
 from hpclaunch.core.shell import quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
-from hpclaunch.schedulers.base import JobStatus, Scheduler
+from hpclaunch.schedulers.base import Check, JobStatus, Scheduler
 from hpclaunch.schedulers.slurm.options import dependency_option
 from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.config.profile import Profile
 
 REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
 REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
@@ -101,6 +102,16 @@ class SlurmScheduler(Scheduler):
 
     def check_available(self) -> None:
         cmd.require("sbatch")
+
+    def check_profile(self, profile: Profile) -> list[Check]:
+        from hpclaunch.schedulers.slurm.checks import profile_checks
+
+        return profile_checks(profile)
+
+    def run_probe(self, script: Path, output: Path, profile: Profile, *, timeout: float) -> int:
+        from hpclaunch.schedulers.slurm.checks import probe
+
+        return probe(script, output, profile, timeout=timeout)
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         part = spec.partition_spec
