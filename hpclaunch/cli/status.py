@@ -137,15 +137,7 @@ RECENT = 10  # `status` without a job: this many of the newest jobs
 def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
     """State of JOB (or of the 10 newest jobs): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
-    if job:
-        one = registry.get(job)
-        groups = [(one, sweep_elements(one))]
-    else:
-        groups = grouped(listed_records())
-        if not all_jobs and len(groups) > RECENT:
-            click.echo(f"hpclaunch: the {RECENT} newest of {len(groups)} jobs (`hpclaunch status --all` for all)",
-                       err=True)
-            groups = groups[-RECENT:]
+    groups = _shown_groups(job, all_jobs)
     if not groups and not as_json:
         click.echo(NO_JOBS, err=True)
     found = statuses([r for top, elements in groups for r in (top, *elements)])
@@ -157,44 +149,62 @@ def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
         if is_sweep(r):
             _print_sweep(r, elements, found)
             continue
-        s = found[r.job_id]
-        head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
-        click.echo(head)
-        recipe = r.recipe + (f":{r.preset}" if r.preset else "")
-        click.echo(f"  recipe {recipe} on {r.profile}, layout {r.layout}, "
-                   f"{r.launcher}")
-        if s.reason and s.state != "COMPLETED":
-            text = s.reason_text
-            click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
-        stopped = stop_reason(r)
-        if stopped:
-            click.echo(f"  stopped by hpclaunch: {stopped}")
-        for step in retries(r):
-            nxt = found.get(str(step["to"]))
-            click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
-                       f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
-                       f"excluded {step.get('exclude')}")
-        if s.nodes:
-            click.echo(f"  nodes: {s.nodes}")
-        if s.elapsed:
-            click.echo(f"  elapsed: {_elapsed(s)}")
-        metrics = _metrics_line(last_metrics(Path(r.run_dir)))
-        if metrics:
-            click.echo(f"  last metrics: {metrics}")
-        _print_timeline(timeline.load(RunFiles(Path(r.run_dir))))
-        if sweep_id(r):
-            click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
-        click.echo(f"  run directory: {r.run_dir}")
-        ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
-        if ran_with:
-            click.echo(f"  provenance: {ran_with}")
-        tracked = wandb_sync.summary(Path(r.run_dir))
-        if tracked:
-            click.echo(f"  W&B: {wandb_sync.describe(tracked, r.job_id)}")
-        if s.source:
-            click.echo(f"  (from {s.source})")
-        if s.finished and s.state != "COMPLETED":
-            click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+        _print_job(r, found)
+
+
+def _shown_groups(job: str | None, all_jobs: bool) -> list[tuple[registry.JobRecord, list[registry.JobRecord]]]:
+    """JOB with its sweep's elements, else the newest jobs (all with --all), saying on stderr when some are left out."""
+    if job:
+        one = registry.get(job)
+        return [(one, sweep_elements(one))]
+    groups = grouped(listed_records())
+    if not all_jobs and len(groups) > RECENT:
+        click.echo(f"hpclaunch: the {RECENT} newest of {len(groups)} jobs (`hpclaunch status --all` for all)",
+                   err=True)
+        groups = groups[-RECENT:]
+    return groups
+
+
+def _print_job(r: registry.JobRecord, found: dict[str, JobStatus]) -> None:
+    """One job's lines: what the scheduler says first, then what its run directory holds, then where to look next."""
+    s = found[r.job_id]
+    head = f"job {r.job_id}  {s.state}" + (f" (exit {s.exit_code})" if s.exit_code and s.finished else "")
+    click.echo(head)
+    recipe = r.recipe + (f":{r.preset}" if r.preset else "")
+    click.echo(f"  recipe {recipe} on {r.profile}, layout {r.layout}, "
+               f"{r.launcher}")
+    if s.reason and s.state != "COMPLETED":
+        text = s.reason_text
+        click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
+    stopped = stop_reason(r)
+    if stopped:
+        click.echo(f"  stopped by hpclaunch: {stopped}")
+    for step in retries(r):
+        nxt = found.get(str(step["to"]))
+        click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
+                   f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
+                   f"excluded {step.get('exclude')}")
+    if s.nodes:
+        click.echo(f"  nodes: {s.nodes}")
+    if s.elapsed:
+        click.echo(f"  elapsed: {_elapsed(s)}")
+    metrics = _metrics_line(last_metrics(Path(r.run_dir)))
+    if metrics:
+        click.echo(f"  last metrics: {metrics}")
+    _print_timeline(timeline.load(RunFiles(Path(r.run_dir))))
+    if sweep_id(r):
+        click.echo(f"  sweep {sweep_id(r)}, element {(r.sweep or {}).get('index')}: {_values(r)}")
+    click.echo(f"  run directory: {r.run_dir}")
+    ran_with = provenance.summary(provenance.load(Path(r.run_dir)))
+    if ran_with:
+        click.echo(f"  provenance: {ran_with}")
+    tracked = wandb_sync.summary(Path(r.run_dir))
+    if tracked:
+        click.echo(f"  W&B: {wandb_sync.describe(tracked, r.job_id)}")
+    if s.source:
+        click.echo(f"  (from {s.source})")
+    if s.finished and s.state != "COMPLETED":
+        click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
 
 
 def _print_timeline(restarts: list[dict]) -> None:
