@@ -24,7 +24,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -186,11 +188,29 @@ def main(job: dict[str, Any]) -> int:
     repo_type = "dataset" if kind == "dataset" else "model"
     api = HfApi()
     timeout = float(job.get("timeout", 10))
+    listed = _list_repo(api, job, repo_type, timeout)
+    if listed is None:
+        return 1
+    sha, tree = listed
+    entries: dict[str, Any] = {e.path: e for e in tree if getattr(e, "size", None) is not None}
+    chosen, problems = select_files(kind, sorted(entries), job.get("parts", ()), job.get("configs", ()))
+    if problems:
+        emit("error", code="files", message="; ".join(problems))
+        return 1
+    staging.mkdir(parents=True, exist_ok=True)
+    todo, done = _split_finished(staging, entries, chosen)
+    _announce(sha, entries, chosen, done)
+    failed = _download_all(_Downloader(hf_hub_download, job, repo, repo_type, sha, staging, timeout), todo)
+    return _finish(failed)
+
+
+def _list_repo(api: Any, job: dict[str, Any], repo_type: str, timeout: float) -> tuple[str, list[Any]] | None:
+    """The revision's commit and file tree, so every file comes from one commit; only server errors are retried."""
     sha, tree, last = None, None, None
     for attempt in range(3):
         try:
-            sha = api.repo_info(repo, repo_type=repo_type, revision=job["revision"], timeout=timeout).sha
-            tree = list(api.list_repo_tree(repo, repo_type=repo_type, revision=sha, recursive=True))
+            sha = api.repo_info(job["repo_id"], repo_type=repo_type, revision=job["revision"], timeout=timeout).sha
+            tree = list(api.list_repo_tree(job["repo_id"], repo_type=repo_type, revision=sha, recursive=True))
             break
         except Exception as exc:  # noqa: BLE001 - classified and reported to the parent
             last = exc
@@ -199,30 +219,45 @@ def main(job: dict[str, Any]) -> int:
             time.sleep(0.3 * (attempt + 1))
     if sha is None or tree is None:
         emit("error", code=_classify(last), message=f"{type(last).__name__}: {str(last).splitlines()[0]}")
-        return 1
-    entries: dict[str, Any] = {e.path: e for e in tree if getattr(e, "size", None) is not None}
-    chosen, problems = select_files(kind, sorted(entries), job.get("parts", ()), job.get("configs", ()))
-    if problems:
-        emit("error", code="files", message="; ".join(problems))
-        return 1
-    staging.mkdir(parents=True, exist_ok=True)
+        return None
+    return sha, tree
+
+
+def _split_finished(staging: Path, entries: dict[str, Any], chosen: list[str]) -> tuple[list[tuple], list[dict]]:
+    """(files to fetch, records of files an earlier run finished): a rerun after a kill fetches only the rest."""
     records = _load_records(staging)
     todo, done = [], []
     for path in chosen:
         e = entries[path]
         expect = e.lfs.sha256 if getattr(e, "lfs", None) else None
         rec = records.get(path)
-        f = staging / path
-        if rec and f.is_file():
-            st = f.stat()
-            if st.st_size == rec["size"] == e.size and st.st_mtime_ns == rec["mtime_ns"]:
-                if rec.get("commit_oid") == e.blob_id or (expect is not None and rec["sha256"] == expect):
-                    done.append(rec)
-                    continue
-                if expect is None and _hashes(f, want_git=True) == (rec["sha256"], e.blob_id):
-                    done.append(rec)  # seeded from the store without a blob id: a small file, rehashed
-                    continue
-        todo.append((path, e.size, expect, e.blob_id))
+        if rec and _finished(staging / path, rec, e, expect):
+            done.append(rec)
+        else:
+            todo.append((path, e.size, expect, e.blob_id))
+    return todo, done
+
+
+def _finished(f: Path, rec: dict, entry: Any, expect: str | None) -> bool:
+    """Size, mtime and recorded hash as the server says: finished, without reading the file again (small ones aside)."""
+    if not f.is_file():
+        return False
+    st = f.stat()
+    if not (st.st_size == rec["size"] == entry.size and st.st_mtime_ns == rec["mtime_ns"]):
+        return False
+    if rec.get("commit_oid") == entry.blob_id or (expect is not None and rec["sha256"] == expect):
+        return True
+    # seeded from the store without a blob id: a small file, rehashed
+    return expect is None and _hashes(f, want_git=True) == (rec["sha256"], entry.blob_id)
+
+
+def _file_fields(rec: dict) -> dict:
+    """A file event's fields, the same for a file found finished and one just fetched."""
+    return {k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")}
+
+
+def _announce(sha: str, entries: dict[str, Any], chosen: list[str], done: list[dict]) -> None:
+    """The plan, then each file an earlier run finished: the parent knows the totals before any bytes arrive."""
     emit(
         "plan",
         commit=sha,
@@ -231,72 +266,30 @@ def main(job: dict[str, Any]) -> int:
         skipped_bytes=sum(r["size"] for r in done),
     )
     for rec in done:
-        emit("file", cached=True, **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")})
+        emit("file", cached=True, **_file_fields(rec))
 
-    stop = threading.Event()
-    rep = threading.Thread(target=_reporter, args=(stop,), daemon=True)
-    rep.start()
-    record_lock = threading.Lock()
 
-    def one(path: str, size: int, lfs_sha: str | None, blob_id: str) -> dict:
-        retries = int(job.get("retries", 4))
+@dataclass
+class _Downloader:
+    """What every file's download shares: the repo at one commit, the staging folder and the record's lock."""
+
+    hf_hub_download: Callable[..., str]
+    job: dict[str, Any]
+    repo: str
+    repo_type: str
+    sha: str
+    staging: Path
+    timeout: float
+    record_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def one(self, path: str, size: int, lfs_sha: str | None, blob_id: str) -> dict:
+        """Fetch and check one file, retrying what a retry may mend; the last error is raised with the path."""
+        retries = int(self.job.get("retries", 4))
         for attempt in range(1, retries + 2):
             try:
-                tail = None
-                bar: type = _Progress
-                if lfs_sha is not None and size >= TAIL_HASH_MIN:
-                    dl = staging / ".cache" / "huggingface" / "download" / Path(path).parent
-                    tail = _TailHasher(dl, lfs_sha)
-                    bar = type("_Bar", (_Progress,), {"tail": tail})
-                try:
-                    local = Path(
-                        hf_hub_download(
-                            repo,
-                            path,
-                            repo_type=repo_type,
-                            revision=sha,
-                            local_dir=staging,
-                            etag_timeout=timeout,
-                            tqdm_class=bar,
-                        )
-                    )
-                finally:
-                    early = tail.digest(size) if tail is not None else None
-                got = local.stat().st_size
-                if got != size:
-                    raise OSError(f"size {got} differs from the server's {size}")
-                t_hash = time.monotonic()
-                if early is not None and early == lfs_sha:
-                    sha256, git, how = early, None, "stream"
-                else:
-                    sha256, git = _hashes(local, want_git=lfs_sha is None)
-                    how = "reread"
-                t_hash = time.monotonic() - t_hash
-                if lfs_sha is not None and sha256 != lfs_sha:
-                    raise OSError(
-                        f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}..."
-                    )
-                if lfs_sha is None and git != blob_id:
-                    raise OSError(f"git blob id {str(git)[:12]}... differs from the server's {blob_id[:12]}...")
-                rec = {
-                    "path": path,
-                    "size": got,
-                    "sha256": sha256,
-                    "mtime_ns": local.stat().st_mtime_ns,
-                    "commit_oid": blob_id,
-                }
-                with record_lock, open(staging / RECORD, "a") as fh:
-                    fh.write(json.dumps(rec) + "\n")
-                emit(
-                    "file",
-                    cached=False,
-                    hashed=how,
-                    hash_s=round(t_hash, 3),
-                    **{k: rec[k] for k in ("path", "size", "sha256", "mtime_ns")},
-                )
-                return rec
+                return self._fetch_checked(path, size, lfs_sha, blob_id)
             except Exception as exc:  # noqa: BLE001 - retried, then reported
-                (staging / path).unlink(missing_ok=True)
+                (self.staging / path).unlink(missing_ok=True)
                 msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 code = _classify(exc)
                 if attempt > retries or code in ("not_found", "revision"):
@@ -305,9 +298,73 @@ def main(job: dict[str, Any]) -> int:
                 time.sleep(min(0.2 * 2**attempt, 2.0))
         raise AssertionError("unreachable")
 
+    def _fetch_checked(self, path: str, size: int, lfs_sha: str | None, blob_id: str) -> dict:
+        """Download, check size and hash against the server's, then record the file so that a rerun skips it."""
+        local, early = self._download(path, size, lfs_sha)
+        got = local.stat().st_size
+        if got != size:
+            raise OSError(f"size {got} differs from the server's {size}")
+        t_hash = time.monotonic()
+        if early is not None and early == lfs_sha:
+            sha256, git, how = early, None, "stream"
+        else:
+            sha256, git = _hashes(local, want_git=lfs_sha is None)
+            how = "reread"
+        t_hash = time.monotonic() - t_hash
+        _check_hash(sha256, git, lfs_sha, blob_id)
+        rec = {
+            "path": path,
+            "size": got,
+            "sha256": sha256,
+            "mtime_ns": local.stat().st_mtime_ns,
+            "commit_oid": blob_id,
+        }
+        with self.record_lock, open(self.staging / RECORD, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        emit("file", cached=False, hashed=how, hash_s=round(t_hash, 3), **_file_fields(rec))
+        return rec
+
+    def _download(self, path: str, size: int, lfs_sha: str | None) -> tuple[Path, str | None]:
+        """(the file, its sha256 if hashed as it arrived): a large LFS file's check then costs no second read."""
+        tail = None
+        bar: type = _Progress
+        if lfs_sha is not None and size >= TAIL_HASH_MIN:
+            dl = self.staging / ".cache" / "huggingface" / "download" / Path(path).parent
+            tail = _TailHasher(dl, lfs_sha)
+            bar = type("_Bar", (_Progress,), {"tail": tail})
+        try:
+            local = Path(
+                self.hf_hub_download(
+                    self.repo,
+                    path,
+                    repo_type=self.repo_type,
+                    revision=self.sha,
+                    local_dir=self.staging,
+                    etag_timeout=self.timeout,
+                    tqdm_class=bar,
+                )
+            )
+        finally:
+            early = tail.digest(size) if tail is not None else None
+        return local, early
+
+
+def _check_hash(sha256: str, git: str | None, lfs_sha: str | None, blob_id: str) -> None:
+    """Refuse a file whose hash is not the server's: the LFS oid (sha256) of an LFS file, else its git blob id."""
+    if lfs_sha is not None and sha256 != lfs_sha:
+        raise OSError(f"sha256 {sha256[:12]}... differs from the server's LFS oid {lfs_sha[:12]}...")
+    if lfs_sha is None and git != blob_id:
+        raise OSError(f"git blob id {str(git)[:12]}... differs from the server's {blob_id[:12]}...")
+
+
+def _download_all(downloader: _Downloader, todo: list[tuple]) -> list[str]:
+    """Fetch the files in parallel, bytes reported as they arrive; the error of each file that failed."""
+    stop = threading.Event()
+    rep = threading.Thread(target=_reporter, args=(stop,), daemon=True)
+    rep.start()
     failed = []
-    with ThreadPoolExecutor(max_workers=max(1, int(job.get("workers", 8)))) as pool:
-        futures = [pool.submit(one, *t) for t in todo]
+    with ThreadPoolExecutor(max_workers=max(1, int(downloader.job.get("workers", 8)))) as pool:
+        futures = [pool.submit(downloader.one, *t) for t in todo]
         for fut in as_completed(futures):
             try:
                 fut.result()
@@ -318,6 +375,11 @@ def main(job: dict[str, Any]) -> int:
     with _recv_lock:
         if _received:
             emit("progress", bytes=_received)
+    return failed
+
+
+def _finish(failed: list[str]) -> int:
+    """The last event and the exit code: done, or one error for all failed files (integrity if a check failed)."""
     if failed:
         emit(
             "error",

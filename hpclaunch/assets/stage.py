@@ -97,25 +97,9 @@ def stage_one(
     old = read_manifest(final)
     if old is not None and covers(old, request) and not check_files(final, old, rehash=verify):
         refresh_mtimes(final, old)
-        return StageResult(
-            request,
-            final,
-            "present",
-            len(old.files),
-            old.total_bytes,
-            0,
-            time.monotonic() - t0,
-            old.endpoint,
-            old.commit,
-        )
+        return _present(request, final, old, t0)
     if old is not None:  # stage the union, so what the store had stays staged
-        request = AssetRequest(
-            request.kind,
-            request.repo_id,
-            request.revision,
-            request.parts | set(old.parts),
-            request.configs | set(old.configs),
-        )
+        request = _union(request, old)
     with locked(final):
         staging = staging_path(final)
         if old is not None:
@@ -126,30 +110,7 @@ def stage_one(
         for endpoint in [e for e in endpoints if e not in dead] or list(endpoints):
             outcome = _fetch(request, staging, endpoint, workers, timeout, retries, on_event)
             if outcome["error"] is None:
-                manifest = Manifest(
-                    request.repo_id,
-                    request.kind,
-                    request.revision,
-                    outcome["commit"],
-                    endpoint,
-                    time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    sorted(request.parts),
-                    sorted(request.configs),
-                    sorted((FileEntry(**f) for f in outcome["files"]), key=lambda f: f.path),
-                )
-                _publish(staging, final, manifest)
-                return StageResult(
-                    request,
-                    final,
-                    "staged",
-                    len(manifest.files),
-                    manifest.total_bytes,
-                    outcome["downloaded"],
-                    time.monotonic() - t0,
-                    endpoint,
-                    manifest.commit,
-                    outcome["retries"],
-                )
+                return _staged(request, staging, final, endpoint, outcome, t0)
             code, message = outcome["error"]
             errors.append(f"{endpoint}: {message}")
             if code == "unreachable":
@@ -157,6 +118,62 @@ def stage_one(
             if on_event is not None:
                 on_event(request, {"event": "endpoint_failed", "endpoint": endpoint, "message": message})
     raise _failure(request, errors, outcome["error"][0], endpoints)
+
+
+def _present(request: AssetRequest, final: Path, old: Manifest, t0: float) -> StageResult:
+    """Complete in the store already: nothing fetched, what the manifest says reported."""
+    return StageResult(
+        request,
+        final,
+        "present",
+        len(old.files),
+        old.total_bytes,
+        0,
+        time.monotonic() - t0,
+        old.endpoint,
+        old.commit,
+    )
+
+
+def _union(request: AssetRequest, old: Manifest) -> AssetRequest:
+    """The request with the parts and configs the store already has, so a restage does not drop them."""
+    return AssetRequest(
+        request.kind,
+        request.repo_id,
+        request.revision,
+        request.parts | set(old.parts),
+        request.configs | set(old.configs),
+    )
+
+
+def _staged(
+    request: AssetRequest, staging: Path, final: Path, endpoint: str, outcome: dict, t0: float
+) -> StageResult:
+    """Write the manifest of what the worker fetched and publish the folder: the asset is complete only now."""
+    manifest = Manifest(
+        request.repo_id,
+        request.kind,
+        request.revision,
+        outcome["commit"],
+        endpoint,
+        time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        sorted(request.parts),
+        sorted(request.configs),
+        sorted((FileEntry(**f) for f in outcome["files"]), key=lambda f: f.path),
+    )
+    _publish(staging, final, manifest)
+    return StageResult(
+        request,
+        final,
+        "staged",
+        len(manifest.files),
+        manifest.total_bytes,
+        outcome["downloaded"],
+        time.monotonic() - t0,
+        endpoint,
+        manifest.commit,
+        outcome["retries"],
+    )
 
 
 def _failure(
@@ -196,6 +213,7 @@ def _fetch(
     retries: int,
     on_event: Event | None,
 ) -> dict:
+    """One endpoint's try: a download worker with this HF_ENDPOINT, its events summed up; a crash is an error."""
     job = {
         "repo_id": request.repo_id,
         "kind": request.kind,
@@ -207,6 +225,27 @@ def _fetch(
         "timeout": timeout,
         "retries": retries,
     }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpclaunch.assets.fetch", json.dumps(job)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_worker_env(endpoint, timeout),
+        text=True,
+    )
+    out = _read_events(proc, request, on_event)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    rc = proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
+    if rc != 0 and out["error"] is None:
+        tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {rc}"
+        out["error"] = ("crash", f"the download worker failed: {tail}")
+    return out
+
+
+def _worker_env(endpoint: str, timeout: float) -> dict[str, str]:
+    """huggingface_hub reads its settings from the environment at import: this endpoint, online, quiet."""
     env = dict(
         os.environ,
         HF_ENDPOINT=endpoint,
@@ -217,14 +256,11 @@ def _fetch(
         HF_HUB_DISABLE_PROGRESS_BARS="1",
     )
     env.pop("HF_HUB_OFFLINE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hpclaunch.assets.fetch", json.dumps(job)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
+    return env
+
+
+def _read_events(proc: subprocess.Popen[str], request: AssetRequest, on_event: Event | None) -> dict:
+    """Sum up the worker's events as they come (commit, files, bytes, retries, error), passing each on."""
     out: dict = {"error": None, "commit": None, "files": [], "downloaded": 0, "retries": 0}
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -245,13 +281,6 @@ def _fetch(
             out["error"] = (ev["code"], ev["message"])
         if on_event is not None:
             on_event(request, ev)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    rc = proc.wait()
-    if proc.stdin is not None:
-        proc.stdin.close()
-    if rc != 0 and out["error"] is None:
-        tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {rc}"
-        out["error"] = ("crash", f"the download worker failed: {tail}")
     return out
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +14,9 @@ from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.state import registry
+
+if TYPE_CHECKING:
+    from hpclaunch.logs.read import Line
 
 
 def _status(record: registry.JobRecord) -> JobStatus | None:
@@ -67,9 +72,6 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     order.
 
     With --json, one {"rank", "restart", "line"} object per line."""
-    from hpclaunch.logs.read import batch_lines, merged
-    from hpclaunch.state.runfiles import RunFiles
-
     if job is None:
         record = registry.newest()
         job = record.job_id
@@ -78,37 +80,68 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
         record = registry.get(job)
     run_dir = Path(record.run_dir)
     if diagnose:
-        from hpclaunch.logs.diagnose import diagnose as run_diagnose
-
-        d = run_diagnose(run_dir, record.job_id, _status(record))
-        if as_json:
-            echo_json(d.to_dict())
-        else:
-            _print_diagnosis(d)
+        _diagnose(record, run_dir, as_json)
         return
+    pattern = _pattern(grep)
+    emit = _printer(as_json)
+    if follow:
+        _follow(record, run_dir, rank, tail, pattern, emit, as_json)
+        return
+    _print_logs(job, run_dir, rank, restart, tail, pattern, emit, as_json)
+
+
+def _diagnose(record: registry.JobRecord, run_dir: Path, as_json: bool) -> None:
+    """--diagnose: the first failing rank and what to do, instead of the lines."""
+    from hpclaunch.logs.diagnose import diagnose as run_diagnose
+
+    d = run_diagnose(run_dir, record.job_id, _status(record))
+    if as_json:
+        echo_json(d.to_dict())
+    else:
+        _print_diagnosis(d)
+
+
+def _pattern(grep: str | None) -> re.Pattern[bytes] | None:
+    """--grep compiled once, over bytes as the logs are read; a bad one is the user's error, with a quoted example."""
     try:
-        pattern = re.compile(grep.encode()) if grep else None
+        return re.compile(grep.encode()) if grep else None
     except re.error as exc:
         raise ConfigError(f"--grep {grep!r} is not a regular expression: {exc}",
                           hint="quote it for the shell, e.g. --grep 'loss=[0-9.]+'") from exc
 
-    def emit(line) -> None:  # noqa: ANN001
+
+def _printer(as_json: bool) -> Callable[[Line], None]:
+    """How each line goes out: a JSON object with --json, else the text behind its rank's prefix."""
+    def emit(line: Line) -> None:
         if as_json:
             echo_json({"rank": line.rank, "restart": line.restart, "line": line.text})
         else:
             click.echo(line.prefixed())
 
-    if follow:
-        from hpclaunch.cli.follow import StatusLine, print_followed
-        from hpclaunch.logs.follow import follow_job
+    return emit
 
-        if tail:
-            for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
-                emit(line)
-        events = follow_job(record.job_id, rank=rank, pattern=pattern, start_at_end=bool(tail))
-        print_followed(record.job_id, events, emit, restarts=not as_json,
-                       status=None if as_json else StatusLine(run_dir))
-        return
+
+def _follow(record: registry.JobRecord, run_dir: Path, rank: int | None, tail: int | None,
+            pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool) -> None:
+    """-f: the last --tail lines first, then new lines as they are written, until the job ends."""
+    from hpclaunch.cli.follow import StatusLine, print_followed
+    from hpclaunch.logs.follow import follow_job
+    from hpclaunch.logs.read import merged
+    from hpclaunch.state.runfiles import RunFiles
+
+    if tail:
+        for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
+            emit(line)
+    events = follow_job(record.job_id, rank=rank, pattern=pattern, start_at_end=bool(tail))
+    print_followed(record.job_id, events, emit, restarts=not as_json,
+                   status=None if as_json else StatusLine(run_dir))
+
+
+def _print_logs(job: str, run_dir: Path, rank: int | None, restart: int | None, tail: int | None,
+                pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool) -> None:
+    """The rank logs restart by restart, then the batch output; when there is nothing, where to look instead."""
+    from hpclaunch.logs.read import batch_lines, merged
+    from hpclaunch.state.runfiles import RunFiles
 
     files = RunFiles(run_dir).rank_logs(rank=rank, restart=restart)
     restarts = {f.restart for f in files}

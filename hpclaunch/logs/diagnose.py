@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -197,18 +198,39 @@ def _hung(d: Diagnosis, run: RunFiles, restart: int, job_id: str) -> bool:
 
 
 def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Diagnosis:
+    """Why the job ended as it did, from the latest restart's rank logs, the batch output and the scheduler's state."""
     state = status.state if status else None
     exit_code = status.exit_code if status else None
+    restarts, scans = _scan_ranks(run_dir)
+    restart = restarts[-1] if restarts else None
+    batch_hits, root = _scan_batch_output(run_dir)
+    d = Diagnosis(job_id, state, exit_code, restart, len(scans), None, "no failure found",
+                  first_failure=root, restarts=restarts)
+    state_word = state.split()[0] if state else ""
+    if state_word == "COMPLETED":
+        d.title = "the job completed"
+        return d
+    found = _Evidence(d, run_dir, state_word, scans, batch_hits, root)
+    for step in _STEPS:
+        verdict = step(found)
+        if verdict is not None:
+            return verdict
+    return _unexplained(d)
+
+
+def _scan_ranks(run_dir: Path) -> tuple[list[int], list[RankScan]]:
+    """(every restart, the scans of the latest one's rank logs): the latest restart is the one that ended the job."""
     all_files = RunFiles(run_dir).rank_logs()
     restarts = sorted({f.restart for f in all_files})
     restart = restarts[-1] if restarts else None
-    files = [f for f in all_files if f.restart == restart]
-    scans = [scan_rank(f) for f in files]
+    return restarts, [scan_rank(f) for f in all_files if f.restart == restart]
 
+
+def _scan_batch_output(run_dir: Path) -> tuple[list[Hit], dict[str, str] | None]:
+    """The batch output's classified lines and torchrun's root cause, of the latest run only (a requeue appends)."""
     batch_hits: list[Hit] = []
     root: dict[str, str] | None = None
-    outs = RunFiles(run_dir).job_outputs()
-    for out in outs:
+    for out in RunFiles(run_dir).job_outputs():
         base, data = _read_ends(out)
         start = data.rfind(_RESTART_MARK)  # only the latest run of a requeued job
         if start > 0:
@@ -216,23 +238,39 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
             base, data = base + start, data[start:]
         batch_hits += scan_bytes(data, base, str(out), skip_echo=True)
         root = _root_cause(data) or root
+    return batch_hits, root
 
-    d = Diagnosis(job_id, state, exit_code, restart, len(files), None, "no failure found",
-                  first_failure=root, restarts=restarts)
-    hits_of = {s.file: s.hits for s in scans}
-    rank_of = {s.file: s.rank for s in scans}
 
-    def verdict(rule: Rule, hit: Hit | None, rank: int | None) -> Diagnosis:
+@dataclass
+class _Evidence:
+    """What the logs say, and the diagnosis the steps below fill from it (the first step that finds a cause wins)."""
+
+    d: Diagnosis
+    run_dir: Path
+    state_word: str
+    scans: list[RankScan]
+    batch_hits: list[Hit]
+    root: dict[str, str] | None
+    hits_of: dict[str, list[Hit]] = field(init=False)
+    rank_of: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.hits_of = {s.file: s.hits for s in self.scans}
+        self.rank_of = {s.file: s.rank for s in self.scans}
+
+    def verdict(self, rule: Rule, hit: Hit | None, rank: int | None) -> Diagnosis:
+        """Name the cause: the rule, the line that shows it and the rank to blame (from the line when not given)."""
+        d, root = self.d, self.root
         context = [hit.line] if hit else []
         if hit:
-            context += [h.line for h in hits_of.get(hit.file, batch_hits) if h is not hit]
+            context += [h.line for h in self.hits_of.get(hit.file, self.batch_hits) if h is not hit]
             if rank is None and not rule.job_level:
                 rank = _line_rank(hit.line)
-                rank = rank_of.get(hit.file) if rank is None else rank
+                rank = self.rank_of.get(hit.file) if rank is None else rank
         d.cause, d.title, d.rank = rule.name, rule.title, rank
         d.node = _first(_LINE_NODE, context) or (root["host"] if root and not rule.job_level else None)
         shown = rank if rank is not None else 0
-        d.hint = rule.hint.replace("JOB", job_id).replace("--rank R", f"--rank {shown}")
+        d.hint = rule.hint.replace("JOB", d.job_id).replace("--rank R", f"--rank {shown}")
         if rule.node_fault:
             d.hint = d.hint.replace("NODE", d.node or "<node>")
         if rule.name == "collective_timeout":
@@ -240,95 +278,128 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None) -> Dia
         if hit:
             d.error, d.file = hit.line, hit.file
         if not rule.job_level:
-            d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank and s.primary is None)
+            d.waiting_ranks = sorted(s.rank for s in self.scans if s.rank != rank and s.primary is None)
         return d
 
-    state_word = state.split()[0] if state else ""
-    if state_word == "COMPLETED":
-        d.title = "the job completed"
-        return d
 
-    # 1. Slurm ended the whole job (time limit, preemption, node failure, cgroup OOM).
-    job_rule = _JOB_STATES.get(state_word)
-    job_hit = next((h for h in batch_hits if BY_NAME[h.rule].job_level and h.rule != "cancelled"), None)
+def _ended_by_slurm(ev: _Evidence) -> Diagnosis | None:
+    """1. Slurm ended the whole job (time limit, preemption, node failure, cgroup OOM)."""
+    job_rule = _JOB_STATES.get(ev.state_word)
+    job_hit = next((h for h in ev.batch_hits if BY_NAME[h.rule].job_level and h.rule != "cancelled"), None)
     if job_hit and not job_rule:
         job_rule = job_hit.rule
-    if job_rule:
-        return verdict(BY_NAME[job_rule], job_hit if job_hit and job_hit.rule == job_rule else None, None)
+    if not job_rule:
+        return None
+    return ev.verdict(BY_NAME[job_rule], job_hit if job_hit and job_hit.rule == job_rule else None, None)
 
-    # 1b. The watchdog ended a hang: no rank progressed for its timeout (hpclaunch/runtime/node/supervise.py).
-    if restart is not None and _hung(d, RunFiles(run_dir), restart, job_id):
+
+def _ended_by_watchdog(ev: _Evidence) -> Diagnosis | None:
+    """1b. The watchdog ended a hang: no rank progressed for its timeout (hpclaunch/runtime/node/supervise.py)."""
+    d = ev.d
+    if d.restart is not None and _hung(d, RunFiles(ev.run_dir), d.restart, d.job_id):
         return d
+    return None
 
-    # 1c. Cancelled (scancel, `hpclaunch cancel`): what the ranks printed as they were stopped is no failure.
-    if state_word == "CANCELLED":
-        return _cancelled(verdict(BY_NAME["cancelled"], _user_cancel(batch_hits), None), run_dir)
 
-    # 2. A rank with a real error: torchrun's root-cause rank if it has one, else the one that stopped first.
-    failed = [s for s in scans if s.primary is not None]
-    if failed:
-        by_rank = {s.rank: s for s in failed}
-        first = by_rank.get(int(root["rank"])) if root else None
-        first = first or min(failed, key=lambda s: (s.mtime, s.rank))
-        assert first.primary is not None
-        return verdict(BY_NAME[first.primary.rule], first.primary, first.rank)
+def _cancelled_by_state(ev: _Evidence) -> Diagnosis | None:
+    """1c. Cancelled (scancel, `hpclaunch cancel`): what the ranks printed as they were stopped is no failure."""
+    if ev.state_word != "CANCELLED":
+        return None
+    return _cancelled(ev.verdict(BY_NAME["cancelled"], _user_cancel(ev.batch_hits), None), ev.run_dir)
 
-    # 3. The batch output names a cause (the launcher could not bind its port, a module was missing...).
-    batch_primary = next((h for h in batch_hits if BY_NAME[h.rule].primary), None)
-    if batch_primary:
-        rank = int(root["rank"]) if root else None
-        return verdict(BY_NAME[batch_primary.rule], batch_primary, rank)
 
-    # 4. Nothing failed on its own: a user or an administrator cancelled the job.
-    # (a step that srun cancelled after a rank failed is not a user's cancel: "STEP 56.0 ... CANCELLED AT")
-    cancel_hit = _user_cancel(batch_hits)
-    if cancel_hit:
-        return _cancelled(verdict(BY_NAME["cancelled"], cancel_hit, None), run_dir)
+def _rank_error(ev: _Evidence) -> Diagnosis | None:
+    """2. A rank with a real error: torchrun's root-cause rank if it has one, else the one that stopped first."""
+    failed = [s for s in ev.scans if s.primary is not None]
+    if not failed:
+        return None
+    by_rank = {s.rank: s for s in failed}
+    first = by_rank.get(int(ev.root["rank"])) if ev.root else None
+    first = first or min(failed, key=lambda s: (s.mtime, s.rank))
+    assert first.primary is not None
+    return ev.verdict(BY_NAME[first.primary.rule], first.primary, first.rank)
 
-    # 5. A rank exited without a word (killed) while the others waited.
-    if root:
-        rank = int(root["rank"])
-        code = int(root["exit"])
-        if code in (-9, 137):
-            return verdict(BY_NAME["host_oom"], None, rank)
-        if code == 127:
-            return verdict(BY_NAME["command_not_found"], None, rank)
-        quiet = next((s for s in scans if s.rank == rank), None)
-        d.file = quiet.file if quiet else None
-        d.cause, d.rank, d.node = "exited", rank, root["host"]
-        d.title = f"rank {rank} exited with code {code} without an error message"
-        d.hint = (f"look at the last lines of its log (`hpclaunch logs {job_id} --rank {rank} --tail 50`); "
-                  "a signal or os._exit ends a rank silently")
-        d.waiting_ranks = sorted(s.rank for s in scans if s.rank != rank)
-        return d
 
-    # 6. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not.
-    waiting = [s for s in scans if s.secondary is not None]
-    if waiting:
-        silent = [s for s in scans if s.secondary is None]
-        suspect = min(silent, key=lambda s: (s.mtime, s.rank)) if silent else None
-        hit = min(waiting, key=lambda s: (s.mtime, s.rank)).secondary
-        timeouts = [s for s in waiting if s.secondary and s.secondary.rule == "collective_timeout"]
-        if timeouts:
-            hit = min(timeouts, key=lambda s: (s.mtime, s.rank)).secondary
-        rule = BY_NAME["collective_timeout" if timeouts else "peer_failed"]
-        result = verdict(rule, hit, suspect.rank if suspect else None)
-        if rule.name == "peer_failed":
-            result.title, result.hint = "ranks lost their peers", _hint_peer(job_id, suspect)
-        return result
+def _batch_error(ev: _Evidence) -> Diagnosis | None:
+    """3. The batch output names a cause (the launcher could not bind its port, a module was missing...)."""
+    batch_primary = next((h for h in ev.batch_hits if BY_NAME[h.rule].primary), None)
+    if not batch_primary:
+        return None
+    rank = int(ev.root["rank"]) if ev.root else None
+    return ev.verdict(BY_NAME[batch_primary.rule], batch_primary, rank)
 
-    # 7. Only the batch output shows the cascade: a collective timeout there is the cause, with its rank.
+
+def _cancelled_by_user(ev: _Evidence) -> Diagnosis | None:
+    """4. Nothing failed on its own: a user or an administrator cancelled the job (not srun after a rank failed)."""
+    cancel_hit = _user_cancel(ev.batch_hits)
+    if not cancel_hit:
+        return None
+    return _cancelled(ev.verdict(BY_NAME["cancelled"], cancel_hit, None), ev.run_dir)
+
+
+def _silent_exit(ev: _Evidence) -> Diagnosis | None:
+    """5. A rank exited without a word (killed) while the others waited."""
+    if not ev.root:
+        return None
+    d, root = ev.d, ev.root
+    rank = int(root["rank"])
+    code = int(root["exit"])
+    if code in (-9, 137):
+        return ev.verdict(BY_NAME["host_oom"], None, rank)
+    if code == 127:
+        return ev.verdict(BY_NAME["command_not_found"], None, rank)
+    quiet = next((s for s in ev.scans if s.rank == rank), None)
+    d.file = quiet.file if quiet else None
+    d.cause, d.rank, d.node = "exited", rank, root["host"]
+    d.title = f"rank {rank} exited with code {code} without an error message"
+    d.hint = (f"look at the last lines of its log (`hpclaunch logs {d.job_id} --rank {rank} --tail 50`); "
+              "a signal or os._exit ends a rank silently")
+    d.waiting_ranks = sorted(s.rank for s in ev.scans if s.rank != rank)
+    return d
+
+
+def _rank_cascade(ev: _Evidence) -> Diagnosis | None:
+    """6. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not."""
+    waiting = [s for s in ev.scans if s.secondary is not None]
+    if not waiting:
+        return None
+    silent = [s for s in ev.scans if s.secondary is None]
+    suspect = min(silent, key=lambda s: (s.mtime, s.rank)) if silent else None
+    hit = min(waiting, key=lambda s: (s.mtime, s.rank)).secondary
+    timeouts = [s for s in waiting if s.secondary and s.secondary.rule == "collective_timeout"]
+    if timeouts:
+        hit = min(timeouts, key=lambda s: (s.mtime, s.rank)).secondary
+    rule = BY_NAME["collective_timeout" if timeouts else "peer_failed"]
+    result = ev.verdict(rule, hit, suspect.rank if suspect else None)
+    if rule.name == "peer_failed":
+        result.title, result.hint = "ranks lost their peers", _hint_peer(ev.d.job_id, suspect)
+    return result
+
+
+def _batch_cascade(ev: _Evidence) -> Diagnosis | None:
+    """7. Only the batch output shows the cascade: a collective timeout there is the cause, with its rank."""
     for name in ("collective_timeout", "msrun_worker_failed", "peer_failed"):
-        hit = next((h for h in batch_hits if h.rule == name and not _LAUNCHER_LINE.match(h.line)), None)
+        hit = next((h for h in ev.batch_hits if h.rule == name and not _LAUNCHER_LINE.match(h.line)), None)
         if hit:
-            result = verdict(BY_NAME[name], hit, None)
+            result = ev.verdict(BY_NAME[name], hit, None)
             if name == "peer_failed":
-                result.title, result.hint = "ranks lost their peers", _hint_peer(job_id, None)
+                result.title, result.hint = "ranks lost their peers", _hint_peer(ev.d.job_id, None)
             return result
+    return None
 
+
+# The steps of `diagnose`, in order: the first that finds a cause gives the verdict.
+_STEPS: tuple[Callable[[_Evidence], Diagnosis | None], ...] = (
+    _ended_by_slurm, _ended_by_watchdog, _cancelled_by_state, _rank_error, _batch_error, _cancelled_by_user,
+    _silent_exit, _rank_cascade, _batch_cascade)
+
+
+def _unexplained(d: Diagnosis) -> Diagnosis:
+    """No step found a cause: a job that ended badly says so and where to read; any other had no failure."""
+    state, exit_code = d.state, d.exit_code
     if state and state not in ("COMPLETED", "RUNNING", "PENDING") or (exit_code and exit_code != "0:0"):
         d.cause, d.title = "exited", f"the job ended {state or ''} (exit {exit_code}) with no known error"
-        d.hint = f"read the job output and the last lines of each rank (`hpclaunch logs {job_id} --tail 50`)"
+        d.hint = f"read the job output and the last lines of each rank (`hpclaunch logs {d.job_id} --tail 50`)"
     return d
 
 

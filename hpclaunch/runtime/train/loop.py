@@ -14,6 +14,8 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -84,42 +86,15 @@ def train(
     flops_per_token: float,
     log: Callable[[str], None] = print,
 ) -> None:
+    """Optimizer steps from the newest checkpoint (or step 0) to max_steps; a stop signal saves and returns early."""
     with writer:  # closes the trackers at the end (W&B: finished, or failed when the loop raised)
         t = job.train
-        accum, mb, seq = engine.accum, batches.micro_batch_size, t.seq_len
-        peak = peak_of(job, d)
-        stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
-        stop = StopRequest()
-        prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
-        inject = Injector.from_env(d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
+        run = _Run(job, d, engine, batches, eval_batches, make_inputs, writer, flops_per_token, log)
+        prog, accum, stop_at = run.prog, run.accum, run.stop_at
         stopping = False  # the ranks' agreed decision (a signal may reach them at different steps)
-
-        start = 0
-        ckpt = checkpoint.latest(job.run_dir)
-        if ckpt is not None:
-            client = checkpoint.load(engine, ckpt, d)
-            start = client["step"]
-            batches.restore(client["data"])
-            log(f"resumed from {ckpt} at step {start}")
-
-        def save(step: int) -> None:
-            prog.enter("checkpoint", step)
-            path = checkpoint.save(engine, job.run_dir, step, {"data": batches.position}, d)
-            log(f"checkpoint {path}")
-
-        def run_eval(step: int) -> None:
-            if eval_batches is None:
-                return
-            prog.enter("eval", step)
-            loss = evaluate(engine, eval_batches, make_inputs, t.eval_steps, d)
-            ppl = math.exp(min(loss, 50.0))
-            writer.write("eval", step=step, eval_loss=loss, perplexity=ppl)
-            log(f"eval step {step}: loss {loss:.4f} perplexity {ppl:.2f}")
-
+        start, ckpt = run.resume()
         engine.model.train()
-        loss_sum, steps_since = torch.zeros((), device=d.device), 0
-        d.synchronize()
-        t0 = time.perf_counter()
+        window = _Window(d)
         step = start
         for step in range(start + 1, t.max_steps + 1):
             step_t0 = time.perf_counter()
@@ -129,61 +104,145 @@ def train(
                 prog.enter("data", step - 1)
                 inputs = make_inputs(batches.next(), step, micro)
                 prog.enter("forward")
-                loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
+                window.loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
             prog.enter("optimizer")
             grad_norm = engine.step()
             prog.enter("optimizer", step)
-            if step == start + 1:  # once: the model states this rank holds, to check the memory plan against
-                writer.write("states", **engine.held_states(), world_size=d.world_size)
-            steps_since += 1
-            if step == start + 1 and d.is_main:  # once: the first step's end, for the start-up timeline
-                d.synchronize()
-                timeline.mark("first_step")
+            window.steps += 1
+            if step == start + 1:
+                run.first_step_done()
 
             last = step == t.max_steps
             if step % t.log_every == 0 or last or step == stop_at:
-                prog.enter("collective", step)
-                loss = all_reduce_mean(loss_sum / steps_since, d).item()  # the one host sync
-                d.synchronize()
-                dt = time.perf_counter() - t0
-                tokens = steps_since * accum * mb * seq * d.dp_size  # tensor-parallel ranks share their tokens
-                tps = tokens / dt
-                mfu = tps / d.world_size * flops_per_token / (peak * 1e12) if peak else None
-                writer.write(
-                    "train",
-                    step=step,
-                    loss=loss,
-                    lr=lr,
-                    grad_norm=float(grad_norm),
-                    tokens_per_s=tps,
-                    samples_per_s=tps / seq,
-                    peak_mem_bytes=d.peak_memory_bytes(),
-                    mfu=mfu,
-                    world_size=d.world_size,
-                    tensor_parallel=d.tensor_parallel,
-                )
-                log(
-                    f"step {step}/{t.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
-                    f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else "")
-                )
-                flag = torch.tensor(float(stop.requested), device=d.device)
-                stopping = bool(all_reduce_max(flag, d).item())
-                loss_sum.zero_()
-                steps_since = 0
-                t0 = time.perf_counter()
+                run.log_step(window, step, lr, grad_norm)  # the loss reaches the host here only
+                stopping = run.stop_agreed()
+                window.reset()
             if step == stop_at or (stopping and not last):
-                save(step)
-                log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
-                prog.enter("done", step)
-                prog.flush()
+                run.stop_here(step)
                 return
             if t.eval_every and step % t.eval_every == 0 and not last:
-                run_eval(step)
+                run.run_eval(step)
             if t.save_every and step % t.save_every == 0 and not last:
-                save(step)
-            inject.after_step(step, time.perf_counter() - step_t0)
-        run_eval(step)
+                run.save(step)
+            run.inject.after_step(step, time.perf_counter() - step_t0)
+        run.run_eval(step)
         if step > start or ckpt is None:
-            save(step)
-        prog.enter("done", step)
-        prog.flush()
+            run.save(step)
+        run.done(step)
+
+
+class _Window:
+    """The steps since the last log step: their losses summed on the device, read only at the next log step."""
+
+    def __init__(self, d: Dist) -> None:
+        self.loss_sum, self.steps = torch.zeros((), device=d.device), 0
+        d.synchronize()
+        self.t0 = time.perf_counter()
+
+    def reset(self) -> None:
+        """Start the next window now, after a log step."""
+        self.loss_sum.zero_()
+        self.steps = 0
+        self.t0 = time.perf_counter()
+
+
+@dataclass
+class _Run:
+    """One training run's parts and controls, shared by its set-up, evaluation, checkpoints and logging."""
+
+    job: Job
+    d: Dist
+    engine: Engine
+    batches: Batches
+    eval_batches: Batches | None
+    make_inputs: Inputs
+    writer: MetricsWriter
+    flops_per_token: float
+    log: Callable[[str], None]
+
+    def __post_init__(self) -> None:
+        """Set up what the loop reads: the step's shape, the peak for MFU, stop signals, watchdog, fault injection."""
+        self.accum, self.mb, self.seq = self.engine.accum, self.batches.micro_batch_size, self.job.train.seq_len
+        self.peak = peak_of(self.job, self.d)
+        self.stop_at = int(os.environ.get("HPCLAUNCH_STOP_AT_STEP", "0") or 0)  # tests: act as if preempted here
+        self.stop = StopRequest()
+        self.prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
+        self.inject = Injector.from_env(self.d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
+
+    def resume(self) -> tuple[int, Path | None]:
+        """(the step to go on from, the checkpoint it comes from): a requeued job goes on where it stopped."""
+        ckpt = checkpoint.latest(self.job.run_dir)
+        if ckpt is None:
+            return 0, None
+        client = checkpoint.load(self.engine, ckpt, self.d)
+        start = client["step"]
+        self.batches.restore(client["data"])
+        self.log(f"resumed from {ckpt} at step {start}")
+        return start, ckpt
+
+    def first_step_done(self) -> None:
+        """Once: the model states this rank holds, to check the memory plan against, and the start-up timeline's end."""
+        self.writer.write("states", **self.engine.held_states(), world_size=self.d.world_size)
+        if self.d.is_main:
+            self.d.synchronize()
+            timeline.mark("first_step")
+
+    def log_step(self, window: _Window, step: int, lr: float, grad_norm: torch.Tensor) -> None:
+        """The window's loss averaged over ranks, its throughput and MFU: written to the metrics and printed."""
+        d, seq = self.d, self.seq
+        self.prog.enter("collective", step)
+        loss = all_reduce_mean(window.loss_sum / window.steps, d).item()  # the one host sync
+        d.synchronize()
+        dt = time.perf_counter() - window.t0
+        tokens = window.steps * self.accum * self.mb * seq * d.dp_size  # tensor-parallel ranks share their tokens
+        tps = tokens / dt
+        mfu = tps / d.world_size * self.flops_per_token / (self.peak * 1e12) if self.peak else None
+        self.writer.write(
+            "train",
+            step=step,
+            loss=loss,
+            lr=lr,
+            grad_norm=float(grad_norm),
+            tokens_per_s=tps,
+            samples_per_s=tps / seq,
+            peak_mem_bytes=d.peak_memory_bytes(),
+            mfu=mfu,
+            world_size=d.world_size,
+            tensor_parallel=d.tensor_parallel,
+        )
+        self.log(
+            f"step {step}/{self.job.train.max_steps}: loss {loss:.4f} lr {lr:.3e} grad_norm {float(grad_norm):.3f} "
+            f"{tps:,.0f} tokens/s" + (f" mfu {mfu:.1%}" if mfu is not None else "")
+        )
+
+    def stop_agreed(self) -> bool:
+        """Whether any rank got a stop signal: all ranks must save the same step and leave together."""
+        flag = torch.tensor(float(self.stop.requested), device=self.d.device)
+        return bool(all_reduce_max(flag, self.d).item())
+
+    def stop_here(self, step: int) -> None:
+        """Save and leave before max_steps (a signal or HPCLAUNCH_STOP_AT_STEP): the requeued job resumes here."""
+        self.save(step)
+        self.log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
+        self.done(step)
+
+    def save(self, step: int) -> None:
+        """A checkpoint with the data position, so a resumed run sees the batches it has not seen yet."""
+        self.prog.enter("checkpoint", step)
+        path = checkpoint.save(self.engine, self.job.run_dir, step, {"data": self.batches.position}, self.d)
+        self.log(f"checkpoint {path}")
+
+    def run_eval(self, step: int) -> None:
+        """The eval loss and perplexity, when the recipe has eval batches: written to the metrics and printed."""
+        if self.eval_batches is None:
+            return
+        self.prog.enter("eval", step)
+        loss = evaluate(self.engine, self.eval_batches, self.make_inputs, self.job.train.eval_steps, self.d)
+        ppl = math.exp(min(loss, 50.0))
+        self.writer.write("eval", step=step, eval_loss=loss, perplexity=ppl)
+        self.log(f"eval step {step}: loss {loss:.4f} perplexity {ppl:.2f}")
+
+    def done(self, step: int) -> None:
+        """Tell the hang watchdog this rank is done, now: an exit is not a hang."""
+        self.prog.enter("done", step)
+        self.prog.flush()
