@@ -46,7 +46,9 @@ def say_after(spec: JobSpec, after: tuple[str, ...], dry_run: bool) -> str:
 
 
 def say_after_submit(spec: JobSpec, dry_run: bool, warnings: tuple[str, ...]) -> None:
-    if not dry_run and spec.profile.scheduler == "slurm":
+    from hpclaunch.schedulers import get_scheduler
+
+    if not dry_run and get_scheduler(spec.profile.scheduler).excludes_suspects:
         _say_excluded()
     for warning in warnings:
         click.echo(f"hpclaunch: warning: {warning}", err=True)

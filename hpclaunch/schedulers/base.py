@@ -82,6 +82,7 @@ class Check:
 
 class Scheduler(ABC):
     name: str
+    excludes_suspects = False  # its submissions leave out the nodes blamed for recent failures (state/suspects.py)
 
     @property
     def template_dir(self) -> str:

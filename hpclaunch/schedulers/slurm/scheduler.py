@@ -89,6 +89,7 @@ def exclude_option(script: Path) -> list[str]:
 
 class SlurmScheduler(Scheduler):
     name = "slurm"
+    excludes_suspects = True
 
     def parse_options(self, options: Sequence[str]) -> dict[str, str | None]:
         from hpclaunch.schedulers.slurm.options import parse_sbatch
