@@ -84,10 +84,16 @@ def test_wheel_holds_the_bundled_folders(wheel):
 
 def test_non_editable_install_finds_the_bundled_files(wheel, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300
-    )
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
+    # the core dependencies (click, jinja2, pydantic, ...) from the environment running the tests, put on the new
+    # venv's path by a .pth line: its .pth files (the editable install of this checkout) are not processed there,
+    # so `import hpclaunch` can only find the wheel installed below
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    import sysconfig
+
+    Path(site, "test-runner-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     proc = subprocess.run(
         [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
         capture_output=True,

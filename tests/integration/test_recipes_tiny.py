@@ -238,6 +238,14 @@ def test_sigterm_saves_a_checkpoint_and_stops(home):
     subprocess.run(
         [sys.executable, "-m", "hpclaunch.cli.main", "cancel", job_id], env=env, check=True, timeout=60
     )
+    # cancel signals the job and returns; on a busy machine the ranks may still be saving: wait for the end
+    status = [sys.executable, "-m", "hpclaunch.cli.main", "status", job_id, "--json"]
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        state = json.loads(subprocess.run(status, env=env, capture_output=True, text=True, check=True).stdout)
+        if state["state"] not in ("RUNNING", "PENDING", "SUBMITTING", "COMPLETING"):
+            break
+        time.sleep(0.5)
     log = (run_dir / "logs" / "rank-0.restart-0.log").read_text()
     assert "got signal SIGTERM" in log and "stopped at step" in log
     (ckpt,) = (run_dir / "checkpoints").iterdir()
