@@ -46,6 +46,8 @@ def list_cmd(profile: str, as_json: bool) -> None:
         ["kind", "repo", "revision", "commit", "parts/configs", "files", "size", "source", "staged"],
         rows,
         title=f"asset store {store}",
+        ids=("repo",),
+        shrink=("parts/configs", "source", "staged"),
     )
 
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from hpclaunch.cli.tables import state_style
+from hpclaunch.cli.tables import fitted_table, state_style
 from hpclaunch.jobs.watch import COLUMNS, MIN_WIDTH, Row, frame, plain_lines
 from hpclaunch.state import registry
 
@@ -14,21 +14,13 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-def table(rows: Sequence[Row], title: str) -> Table:
-    """The rich table of a frame: at most 80 columns (the job and state may be cut short, never the numbers)."""
-    from rich.table import Table
-
-    t = Table(title=title, box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold", title_justify="left")
-    for name in COLUMNS:
-        cut = name in ("job", "state")  # cut short (…) past 11 and 9; the others fold, the numbers never
-        t.add_column(name, no_wrap=name != "elapsed/limit", overflow="ellipsis" if cut else "fold",
-                     max_width=(11 if name == "job" else 9) if cut else None, min_width=MIN_WIDTH.get(name),
-                     justify="right" if name in ("step", "loss", "tok/s", "ETA") else "left")
-    for r in rows:
-        cells = list(r.cells())
-        style = state_style(r.state)
-        t.add_row(*cells[:1], f"[{style}]{cells[1]}[/]" if style else cells[1], *cells[2:])
-    return t
+def table(rows: Sequence[Row], title: str, width: int) -> Table:
+    """The rich table of a frame, `width` cells wide at most: the job id whole, the state and the loss trend cut
+    short first, then the last columns left out; no number is cut."""
+    return fitted_table(COLUMNS, [r.cells() for r in rows], width, ids=("job",), shrink=("state", "loss trend"),
+                        styles={"state": state_style}, right=("step", "loss", "tok/s", "ETA"), least=MIN_WIDTH,
+                        title=title, box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold",
+                        title_justify="left")
 
 
 def run(records: Callable[[], list[registry.JobRecord]], jobs: Sequence[str], *, interval: float, once: bool,
@@ -49,7 +41,7 @@ def run(records: Callable[[], list[registry.JobRecord]], jobs: Sequence[str], *,
     def draw() -> tuple[Table, list[Row]]:
         rows = frame(records(), jobs)
         title = f"hpclaunch watch  {time.strftime('%H:%M:%S')}  every {interval:g}s  (Ctrl-C to quit)"
-        return table(rows, title), rows
+        return table(rows, title, console.width), rows
 
     console = Console()
     if once:

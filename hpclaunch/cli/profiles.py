@@ -49,7 +49,8 @@ def list_cmd(as_json: bool) -> None:
         parts = ", ".join(f"{n} ({s.max_nodes}x{s.gpus_per_node} {s.gpu_type or p.accelerator})"
                           for n, s in p.partitions.items())
         rows.append((name, p.scheduler, f"{p.accelerator}/{p.backend}", parts, str(path)))
-    print_table(["name", "scheduler", "accelerator", "partitions (max nodes x devices)", "file"], rows)
+    heading = "partitions (max nodes x devices)"
+    print_table(["name", "scheduler", "accelerator", heading, "file"], rows, ids=("name",), shrink=(heading, "file"))
 
 
 @profiles.command("show", epilog=examples("hpclaunch profiles show guangzhou-a800",

@@ -45,7 +45,8 @@ def list_cmd(as_json: bool) -> None:
         return
     rows = [(r["name"], "?", "?", "", f"INVALID: {r['error']}") if "error" in r else
             (r["name"], r["launcher"], r["task"], ", ".join(r["presets"]), r["description"]) for r in found]
-    print_table(["name", "launcher", "task", "presets", "description"], rows)
+    print_table(["name", "launcher", "task", "presets", "description"], rows, ids=("name",),
+                shrink=("presets", "description"))
 
 
 @recipes.command("show", epilog=examples("hpclaunch recipes show gpt2", "hpclaunch recipes show gpt2 --preset tiny",

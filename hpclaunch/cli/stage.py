@@ -141,7 +141,8 @@ def _summary(outcome: StageOutcome) -> None:
             rate = f"{human(r.downloaded_bytes / r.seconds)}/s" if r.downloaded_bytes and r.seconds else ""
             rows.append((r.request.label, r.status, r.files, human(r.bytes), f"{r.seconds:.1f}s", rate,
                          r.endpoint or "", r.retries or ""))
-        print_table(["asset", "status", "files", "size", "time", "rate", "endpoint", "retries"], rows)
+        print_table(["asset", "status", "files", "size", "time", "rate", "endpoint", "retries"], rows, ids=("asset",),
+                    shrink=("endpoint",))
         click.echo(f"{len(outcome.staged)} staged, {len(outcome.skipped)} already complete; "
                    f"{human(outcome.downloaded_bytes)} downloaded in {outcome.seconds:.1f}s; "
                    f"store {outcome.plan.store}")

@@ -186,9 +186,9 @@ def _print_sweep(v: JobView) -> None:
 
 
 JOBS_COLUMNS = ["job", "recipe", "profile", "layout", "state", "elapsed", "last loss", "submitted", "name"]
-# on a terminal: what fits 80 columns (the job id, state and numbers never cut; the name and recipe may be; the
-# submit time without its year)
-JOBS_TERMINAL = ["job", "name", "recipe", "state", "elapsed", "last loss", "submitted"]
+# on a terminal, most wanted first (what does not fit falls off the right): the job id and name whole, the state
+# and recipe cut short where need be, the submit time without its year
+JOBS_TERMINAL = ["job", "name", "state", "recipe", "elapsed", "last loss", "submitted"]
 
 
 def _job_rows(v: JobView) -> list[tuple[str, ...]]:
@@ -229,10 +229,11 @@ def _when(stamp: str) -> str:
 @interval_option
 @json_option
 def jobs_cmd(limit: int, live: bool, interval: float, as_json: bool) -> None:
-    """Recent jobs, one line each: id, name, recipe, state, elapsed, last loss, when submitted.
+    """Recent jobs, one line each: id, name, state, recipe, elapsed, last loss, when submitted.
 
-    On a terminal the table fits the window (80 columns and up), states in colour; piped, it is tab-separated
-    text with every column (job, recipe, profile, layout, state, elapsed, last loss, submitted, name).
+    On a terminal the table fits the window (the id and name whole; too narrow, the last columns are left out),
+    states in colour; piped, it is tab-separated text with every column (job, recipe, profile, layout, state,
+    elapsed, last loss, submitted, name).
     """
     if live:
         watch_jobs((), interval, once=False)
@@ -243,7 +244,7 @@ def jobs_cmd(limit: int, live: bool, interval: float, as_json: bool) -> None:
         echo_json([v.to_dict() for v in shown])
         return
     rows = [row for v in shown for row in _job_rows(v)]
-    print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, shrink=("name", "recipe"),
+    print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, ids=("job", "name"), shrink=("state", "recipe"),
                 styles={"state": state_style}, short={"submitted": lambda t: t[5:]})
 
 

@@ -1,7 +1,7 @@
 """`hpclaunch watch`: a live view of running and recent jobs. One frame = one scheduler call for every
 watched job (hpclaunch.jobs.state.statuses) plus the tail of each run's rank-0 metrics: state, elapsed /
 limit, step / max steps, last loss, tokens/s, ETA and a sparkline of the loss. On a terminal a rich table
-that fits 80 columns; elsewhere one plain line per job per refresh. Standard library only until a table is
+that fits the window; elsewhere one plain line per job per refresh. Standard library only until a table is
 drawn (rich, lazily)."""
 
 from __future__ import annotations

@@ -26,19 +26,26 @@ def test_sparkline_follows_the_values_and_fits_its_width():
     assert len(falling) == watch.SPARK_WIDTH and falling[0] == "█" and falling[-1] == "▁"
 
 
-def test_long_slurm_values_fit_80_columns_and_no_number_is_cut():
+def test_long_slurm_values_fit_80_and_60_columns_and_no_number_is_cut():
     from rich.console import Console
 
     rows = [watch.Row("12345678_12", "PENDING (ReqNodeNotAvail)", "1-01:02:03", "2-00:00:00", 123456, 1000000,
                       12.3456, 1.23e6, 400000, tuple(range(50, 0, -1))),
             watch.Row("4242", "RUNNING", "23:02:03", "1-00:00:00", 1200, 5000, 2.5, 40000, 3600, (3, 2, 1))]
     console = Console(width=80, force_terminal=True, no_color=True, record=True)
-    console.print(live.table(rows, "hpclaunch watch"))
+    console.print(live.table(rows, "hpclaunch watch", 80))
     lines = console.export_text().splitlines()
     assert len(lines) == 4 and max(len(x) for x in lines) <= 80, lines  # one line per job, nothing wraps
     assert lines[2].split()[:2] == ["12345678_12", "PENDING"]
     assert lines[2].split()[-6:] == ["1d01h/2d00h", "123k/1.0M", "12.35", "1.2M", "4d15h", "█▇▇▆▅▅▄▄▃▂▂▁"]
     assert lines[3].split() == ["4242", "RUNNING", "23h02m/1d00h", "1200/5000", "2.5", "40.0k", "1h00m", "█▅▁"]
+
+    console = Console(width=60, force_terminal=True, no_color=True, record=True)
+    console.print(live.table(rows, "hpclaunch watch", 60))
+    lines = [x.rstrip() for x in console.export_text().splitlines()]
+    assert max(len(x) for x in lines) <= 60 and lines[-1] == "not shown at this width: ETA, loss trend", lines
+    assert lines[2].split()[:2] == ["12345678_12", "PENDING"]  # the id whole, the state cut short, the numbers whole
+    assert lines[2].split()[-4:] == ["1d01h/2d00h", "123k/1.0M", "12.35", "1.2M"]
 
 
 @pytest.fixture
