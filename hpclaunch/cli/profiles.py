@@ -95,8 +95,7 @@ def check_cmd(profile: str, on_node: bool, as_json: bool) -> None:
     if as_json:
         echo_json([asdict(c) for c in rows])
     else:
-        print_table(["check", "result", "how to fix"],
-                    [(c.name, ("ok: " if c.ok else "FAILED: ") + c.result, c.fix) for c in rows])
+        _print_checks([(c.name, ("ok: " if c.ok else "FAILED: ") + c.result, c.fix) for c in rows])
         click.echo(f"{p.name}: " + (f"{len(failed)} of {len(rows)} checks failed" if failed else
                                     f"all {len(rows)} checks passed"), err=True)
     if failed:
@@ -118,6 +117,33 @@ def init_cmd(name: str, partitions: tuple[str, ...], out: Path | None, force: bo
     path = get_scheduler("slurm").write_profile(name, partitions, out, force=force)
     click.echo(f"wrote {path}: edit accelerator, backend, python and modules, then "
                f"`hpclaunch profiles check {path}`")
+
+
+def _print_checks(rows: list[tuple[str, str, str]]) -> None:
+    """Piped: tab-separated. On a terminal: the check whole, the result and the fix wrapped in their columns
+    (a fix is no use cut short), the failures in red."""
+    from hpclaunch.cli.tables import surely_not_a_terminal
+
+    headers = ["check", "result", "how to fix"]
+    if surely_not_a_terminal():
+        print_table(headers, rows)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        print_table(headers, rows)
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", ratio=1, overflow="fold")
+    table.add_column("how to fix", ratio=1, overflow="fold")
+    for name, result, fix in rows:
+        style = "red" if result.startswith("FAILED") else "green"
+        table.add_row(escape(name), f"[{style}]{escape(result)}[/]", escape(fix))
+    console.print(table)
 
 
 def register(group: click.Group) -> None:
