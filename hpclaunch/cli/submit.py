@@ -10,7 +10,7 @@ import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option, target_options
-from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject, say_plan
+from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject, say_plan, say_resources
 from hpclaunch.errors import JobFailed
 from hpclaunch.submission.resolve import CliOverrides
 
@@ -90,6 +90,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     say_inject(spec)
     waits = say_after(spec, after, dry_run)
     if dry_run:
+        say_resources(spec)
         say_plan(spec)
     say_after_submit(spec, dry_run, job.warnings)
     if parsable:

@@ -1,5 +1,6 @@
 """What `submit` (one job or a sweep) says on stderr besides the job id: fault injection armed, how the job
-waits (--after), the memory plan's line of a dry run, suspect nodes excluded, the submission's warnings."""
+waits (--after), what a dry run asks of each node and its memory plan's line, suspect nodes excluded, the
+submission's warnings."""
 
 from __future__ import annotations
 
@@ -16,6 +17,25 @@ def say_inject(spec: JobSpec) -> None:
     if spec.inject:
         click.echo(f"hpclaunch: warning: fault injection armed: HPCLAUNCH_INJECT={spec.inject} (KIND:RANK:STEP)",
                    err=True)
+
+
+def say_resources(spec: JobSpec) -> None:
+    """What the job asks of each node (resolve's resources), for a dry run."""
+    part, res = spec.partition_spec, spec.resources
+    threads = spec.recipe.env.get("OMP_NUM_THREADS", res.cpus_per_rank)
+    if res.mem_mb is None:
+        memory = "memory: the scheduler's default"
+    elif res.mem_mb == 0:
+        memory = "all of its memory" + (f" ({part.memory_gb:g}G)" if part.memory_gb else "")
+    else:
+        from hpclaunch.config.memsize import format_size
+
+        memory = format_size(res.mem_mb) + (f" of {part.memory_gb:g}G" if part.memory_gb else "") + " memory"
+    whole = spec.gpus_per_node == part.gpus_per_node
+    click.echo(f"hpclaunch: per node: {spec.gpus_per_node} of {part.gpus_per_node} devices, {res.cpus_per_task} of "
+               f"{part.cpus_per_node} CPUs (OMP_NUM_THREADS={threads}), {memory}; "
+               + ("the whole node" + (", exclusive" if res.exclusive else "") if whole else "shares the node")
+               + ("" if spec.resumable else "; not requeued (checkpoint.resumable is false)"), err=True)
 
 
 def say_plan(spec: JobSpec) -> None:

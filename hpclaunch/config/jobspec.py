@@ -31,6 +31,19 @@ class Watchdog(StrictModel):
     adaptive: bool = Field(True, description="tighten to a multiple of the observed step time (profile default)")
 
 
+class Resources(StrictModel):
+    """What each node's task asks beside its devices, as resolved: the recipe's resources over the devices' share
+    of the node. (A resolved.yaml written before these existed reads with the defaults; resubmitting it resolves
+    them again.)"""
+
+    cpus_per_task: int = Field(1, ge=1, description="CPUs per node (one task per node)")
+    cpus_per_rank: int = Field(1, ge=1, description="cpus_per_task / ranks per node (floor, at least 1): "
+                                                    "OMP_NUM_THREADS")
+    mem_mb: int | None = Field(None, ge=0, description="memory per node in MiB (1G = 1024); 0: all of the node's; "
+                                                      "null: not asked (the scheduler's default)")
+    exclusive: bool = Field(False, description="the nodes to this job alone (whole nodes, partition exclusive)")
+
+
 class JobSpec(StrictModel, JobSpecMethods):
     """world_size, layout, partition_spec, python_env, script_path and to_yaml() come from JobSpecMethods
     (hpclaunch/config/rules.py), shared with the light record of hpclaunch/config/light.py."""
@@ -50,6 +63,9 @@ class JobSpec(StrictModel, JobSpecMethods):
     data_parallel: int = Field(ge=1)
     sets: tuple[str, ...] = Field((), description="the --set overrides, for the record")
     watchdog: Watchdog = Watchdog()
+    resources: Resources = Field(Resources(), description="CPUs and memory per node, as resolved")
+    resumable: bool = Field(True, description="the script resumes from its checkpoints: a job stopped by "
+                                              "preemption or the time limit may requeue (recipe checkpoint.resumable)")
     tracking: TrackingSpec = Field(TrackingSpec(), description="the trackers as resolved: the recipe's keys over the "
                                    "profile's; wandb is null when W&B is off")
     retries: int = Field(0, ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")

@@ -78,6 +78,7 @@ _FIELD_RULES: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("ContainerConfig", "_env_strings"): rules.env_strings,
     ("WandbSpec", "_name"): rules.wandb_name,
     ("WandbSpec", "_tags"): rules.wandb_tags,
+    ("ResourcesSpec", "_size"): rules.memory_size,
 }
 _MODEL_RULES: dict[tuple[str, str], Callable[[Any], None]] = {
     ("PythonEnv", "_one_env"): rules.one_python_env,

@@ -31,12 +31,15 @@ class Partition(StrictModel):
     gpu_type: str | None = None
     gpu_memory_gb: float | None = None
     peak_tflops: float | None = Field(None, description="dense bf16/fp16 peak per device, for MFU")
-    cpus_per_node: int = Field(ge=1)
+    cpus_per_node: int = Field(ge=1, description="a job on part of a node asks its devices' share of these")
     cpu_model: str | None = None
-    memory_gb: float | None = None
+    memory_gb: float | None = Field(None, gt=0, description="memory per node (GiB, as Slurm counts); given, a job "
+                                                            "on part of a node asks its devices' share of it")
     max_time: SlurmTimeText = "1-00:00:00"
     max_nodes: int = Field(1, ge=1)
     gres: str | None = Field("gpu", description="generic resource to request per node; null: none")
+    exclusive: bool = Field(False, description="a job on whole nodes (every device) has them to itself (Slurm "
+                                               "--exclusive); a job on part of a node shares it either way")
 
     @field_validator("max_time")
     @classmethod

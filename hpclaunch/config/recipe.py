@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hpclaunch.config import rules
 from hpclaunch.config.base import SlurmTimeText, StrictModel
@@ -125,6 +125,29 @@ class WatchdogSpec(StrictModel):
     init_timeout: float | None = Field(None, gt=0, le=14 * 86400, description="seconds allowed before the first step")
 
 
+class ResourcesSpec(StrictModel):
+    """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
+
+    cpus_per_task: int | None = Field(None, ge=1, description="CPUs per node (one task per node); default: the "
+                                      "node's cpus_per_node x devices asked / devices per node (floor, at least 1)")
+    mem_per_device: str | None = Field(None, description="memory per device, e.g. 64G (K, M, G or T; M without a "
+                                       "unit), asked x devices per node; default: the same share of the node's "
+                                       "memory_gb, all of it on a whole node")
+
+    @field_validator("mem_per_device", mode="before")
+    @classmethod
+    def _size(cls, v: object) -> object:
+        return rules.memory_size(v)
+
+
+class CheckpointSpec(StrictModel):
+    """Whether the script resumes: it decides whether a job stopped by preemption or the time limit requeues."""
+
+    resumable: bool | None = Field(None, description="the script saves a checkpoint on SIGUSR1 and resumes from "
+                                   "the newest when it starts again: a stopped job requeues itself; default: true "
+                                   "for a recipe folder, false for your own script (submit SCRIPT.py)")
+
+
 class Recipe(StrictModel):
     name: str = Field(description="the recipe's name (default: its folder's name; the job name unless --name)")
     description: str = Field("", description="one line for `hpclaunch recipes list`")
@@ -144,6 +167,10 @@ class Recipe(StrictModel):
     msrun: MsrunSpec | None = Field(None, description="msrun settings (launcher: msrun)")
     watchdog: WatchdogSpec = Field(WatchdogSpec(), description="the hang watchdog, over the profile's settings")
     tracking: TrackingSpec = Field(TrackingSpec(), description="experiment trackers (W&B), over the profile's")
+    resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and memory per node (default: the share "
+                                     "of the node that the devices asked are)")
+    checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="whether the script resumes from its "
+                                       "checkpoints (a stopped job requeues only then)")
     args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
     adhoc: bool = Field(False, description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
                                            "the script alone, which gets only `args` (its config is in "

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.config.memsize import parse_size
 from hpclaunch.config.walltime import parse_time
 
 # Which collective backends make sense on which accelerator.
@@ -48,6 +49,17 @@ def minutes_as_text(value: object) -> object:
 
 def slurm_time(value: str) -> str:
     parse_time(value)
+    return value
+
+
+def memory_size(value: object) -> object:
+    """resources.mem_per_device: a Slurm memory size (64G, 4000M), its unit in capitals; a bare number counts MiB,
+    as Slurm reads it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        parse_size(value)
+        return value.strip().upper()
     return value
 
 

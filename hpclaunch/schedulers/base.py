@@ -94,6 +94,10 @@ class Scheduler(ABC):
         None from a scheduler that has none."""
         return None
 
+    def merge_options(self, recorded: dict[str, str | None], given: dict[str, str | None]) -> dict[str, str | None]:
+        """A resubmission's `submit --sbatch` options (`given`) over those its resolved.yaml recorded."""
+        return {**recorded, **given}
+
     def write_profile(self, name: str, partitions: Sequence[str], out: Path | None, *, force: bool = False) -> Path:
         """`hpclaunch profiles init`: a profile written from what this scheduler's cluster says about itself."""
         from hpclaunch.errors import ConfigError

@@ -171,8 +171,11 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         "scheduler_templates": scheduler.template_dir,
         "sched": scheduler.script_context(spec, run_dir),
         "asset_store": shell_path(spec.profile.assets.store),
+        # the ranks' threads follow the CPUs this job asks per rank (resolve's resources), over a profile's fixed
+        # OMP_NUM_THREADS; the recipe's own env.OMP_NUM_THREADS wins
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
-                **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env, **spec.recipe.env},
+                **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env,
+                "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank), **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)
         "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(

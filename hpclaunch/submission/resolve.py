@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.layout import Layout, parse_layout
 from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
+from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
@@ -314,6 +315,39 @@ def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
 
 
+def _resources(cli: CliOverrides, recipe: Recipe, profile: Profile, partition: str, layout: Layout) -> dict[str, Any]:
+    """CPUs and memory per node: the recipe's resources (--set resources.*) over the devices' share of the node
+    (floor, at least 1); a whole node asks for all of its memory (0), and --exclusive where the partition says so.
+    More than a node has is refused, never clipped."""
+    part, mine, devices = profile.partitions[partition], recipe.resources, layout.gpus_per_node
+    where = f"partition {partition!r} of profile {profile.name!r}"
+
+    def share(total: int) -> int:
+        return max(1, total * devices // part.gpus_per_node)
+
+    cpus = share(part.cpus_per_node) if mine.cpus_per_task is None else mine.cpus_per_task
+    if cpus > part.cpus_per_node:
+        raise ConfigError(f"{cpus} CPUs ({_recipe_origin(cli, recipe, 'resources.cpus_per_task')}) is more than the "
+                          f"{part.cpus_per_node} a node of {where} has",
+                          key="resources.cpus_per_task",
+                          hint=f"ask for at most {part.cpus_per_node}, or leave it out: {devices} of "
+                               f"{part.gpus_per_node} devices ask {share(part.cpus_per_node)}")
+    node_mib = int(part.memory_gb * 1024) if part.memory_gb else None
+    whole = devices == part.gpus_per_node
+    mem: int | None = None if node_mib is None else 0 if whole else share(node_mib)
+    if mine.mem_per_device is not None:
+        mem = asked = parse_size(mine.mem_per_device) * devices
+        if node_mib is not None and asked > node_mib:
+            raise ConfigError(
+                f"{mine.mem_per_device} x {devices} devices = {format_size(asked)} per node "
+                f"({_recipe_origin(cli, recipe, 'resources.mem_per_device')}) is more than the {format_size(node_mib)} "
+                f"a node of {where} has (memory_gb: {part.memory_gb:g})", key="resources.mem_per_device",
+                hint=f"ask for at most {format_size(node_mib // devices)} per device, or leave it out: the job "
+                     f"asks {'all of the node' if whole else format_size(share(node_mib))}")
+    return {"cpus_per_task": cpus, "cpus_per_rank": max(1, cpus // devices), "mem_mb": mem,
+            "exclusive": whole and part.exclusive}
+
+
 def _wandb(recipe: Recipe, profile: Profile) -> dict[str, Any] | None:
     """The recipe's W&B keys over the profile's, key by key (a key is given when it is not null, tags when not
     empty); None when W&B is off (no project, or mode disabled).
@@ -414,6 +448,9 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                           partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
                           grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                           sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                          resources=_resources(cli, recipe, profile, partition, layout),
+                          resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None
+                          else recipe.checkpoint.resumable,
                           tracking={"wandb": _wandb(recipe, profile)},
                           inject=_inject(cli), sbatch=_sbatch(cli, profile))
 
@@ -455,6 +492,7 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     from hpclaunch.config.base import validate
     from hpclaunch.config.jobspec import load_jobspec
     from hpclaunch.config.profile import Profile
+    from hpclaunch.schedulers import get_scheduler
 
     saved = load_jobspec(path)
     if cli.launcher is not None:
@@ -476,4 +514,5 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
     # ones apply; all are recorded
     spec = resolve_parts(profile, src, again)
-    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets), "sbatch": {**saved.sbatch, **spec.sbatch}})
+    sbatch = get_scheduler(profile.scheduler).merge_options(saved.sbatch, spec.sbatch)
+    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets), "sbatch": sbatch})

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.schedulers.slurm.options import KNOWN, OWNED, dependency_option, parse_sbatch
+from hpclaunch.schedulers.slurm.options import (
+    ALTERNATIVES,
+    INSTEAD_OF,
+    KNOWN,
+    OWNED,
+    dependency_option,
+    over,
+    parse_sbatch,
+    signal_lead,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,7 +96,11 @@ def test_a_bad_after_exits_2(hpclaunch, hpc_home, value):
 
 
 def test_the_tables():
-    assert set(OWNED) <= KNOWN
+    assert set(OWNED) <= KNOWN and set(INSTEAD_OF) <= KNOWN and set(INSTEAD_OF.values()) <= set(OWNED)
+    assert all(group <= KNOWN and not group & set(OWNED) for group in ALTERNATIVES)
+    assert over({"requeue": None, "mem": "1G", "time": "1"}, {"no-requeue": None, "mem-per-cpu": "2G"}) == {
+        "time": "1", "no-requeue": None, "mem-per-cpu": "2G"}
+    assert [signal_lead(v) for v in ("B:USR1@600", "b:sigusr1@5", "B:USR1")] == [600, 5, 60]
     assert parse_sbatch(["exclusive", "mem=", "--gpus-per-task=1"]) == {"exclusive": None, "mem": "",
                                                                         "gpus-per-task": "1"}
     assert dependency_option([]) == []

@@ -68,7 +68,12 @@ def test_one_bad_value_refuses_the_whole_sweep_naming_the_element(hpclaunch, hpc
 def test_elements_that_need_other_resources_are_refused(hpclaunch, hpc_home):
     result = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--sweep", "layout=1n1g,1n2g", "--dry-run")
     assert result.exit_code == 2
-    assert "sweep element 1 needs #SBATCH --gres=gpu:2 where element 0 has --gres=gpu:1" in result.stderr
+    assert ("sweep element 1 needs #SBATCH --gres=gpu:2, --mem=2G where element 0 has --gres=gpu:1, --mem=1G"
+            in result.stderr)
+    memory = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--sweep", "resources.mem_per_device=512,1G",
+                       "--dry-run")
+    assert memory.exit_code == 2
+    assert "sweep element 1 needs #SBATCH --mem=2G where element 0 has --mem=1G" in memory.stderr
 
 
 def test_max_parallel_needs_a_sweep_and_a_sweep_needs_a_recipe(hpclaunch, tmp_path):

@@ -30,13 +30,12 @@ OWNED = {
     "nodes": "submit --nodes or --layout",
     "ntasks": "the layout (one task per node; the launcher starts the ranks)",
     "ntasks-per-node": "the layout (one task per node; the launcher starts the ranks)",
-    "cpus-per-task": "the profile's partitions.<name>.cpus_per_node",
+    "cpus-per-task": "--set resources.cpus_per_task=N (CPUs per node; default: the devices' share of the node's)",
     "gres": "the profile's partitions.<name>.gres and submit --gpus-per-node",
     "time": "submit --time",
     "output": "nothing: the job's output goes to its run directory (hpclaunch logs)",
     "error": "nothing: the job's output goes to its run directory (hpclaunch logs)",
     "open-mode": "nothing: the job's output is appended across requeues",
-    "signal": "nothing: hpclaunch asks for USR1 before the time limit to checkpoint and requeue",
     "array": "submit --sweep",
     "dependency": "submit --after JOB[:ok|any|notok]",
     "wrap": "nothing: hpclaunch submits its own job script",
@@ -45,7 +44,37 @@ OWNED = {
     "test-only": "submit --dry-run",
 }
 
+# Options sbatch takes instead of one hpclaunch writes: refused as that one is.
+INSTEAD_OF = {"cpus-per-gpu": "cpus-per-task"}
+
 _VALUE_BREAK = re.compile(r"[\n\r\0]")
+
+# Options of which sbatch takes one: one given over the others (--sbatch over the profile's sbatch_extra over
+# hpclaunch's own) replaces them.
+ALTERNATIVES = ({"requeue", "no-requeue"}, {"mem", "mem-per-cpu", "mem-per-gpu"})
+MEMORY = frozenset(ALTERNATIVES[1])
+
+# The one signal the job script acts on: USR1 to the batch shell (B:), which passes it on to the ranks (they
+# checkpoint and stop) and then requeues the job (or ends it); @SECONDS before the time limit (Slurm: 60 unless
+# given, at most 65535).
+_SIGNAL = re.compile(r"^B:(?:SIG)?USR1(?:@([0-9]{1,5}))?$", re.IGNORECASE)
+SIGNAL_HINT = ("hpclaunch's job script acts on USR1 to the batch shell (checkpoint, then requeue or end): give its "
+               "lead time only, --sbatch signal=B:USR1@SECONDS")
+
+
+def signal_lead(value: str | None) -> int:
+    """The seconds before the time limit of ``--signal=B:USR1@SECONDS``; ValueError for another signal (one
+    without ``B:`` goes to the job's steps, not to the batch shell that checkpoints and requeues)."""
+    m = _SIGNAL.match(value or "")
+    if not m or int(m[1] or 60) > 0xFFFF:
+        raise ValueError(f"{value!r} is not B:USR1@SECONDS (SECONDS up to 65535)")
+    return int(m[1] or 60)
+
+
+def over(base: dict[str, str | None], given: dict[str, str | None]) -> dict[str, str | None]:
+    """`given` over `base`: an option replaces the one of `base` of the same name, and its ALTERNATIVES."""
+    replaced = {other for name in given for group in ALTERNATIVES if name in group for other in group}
+    return {**{k: v for k, v in base.items() if k not in replaced}, **given}
 
 
 def parse_sbatch(items: Sequence[str]) -> dict[str, str | None]:
@@ -63,9 +92,23 @@ def parse_sbatch(items: Sequence[str]) -> dict[str, str | None]:
                                    "--sbatch mem=64G or --sbatch exclusive")
         if name in OWNED:
             raise ConfigError(f"--sbatch {item!r}: hpclaunch writes --{name} itself; use {OWNED[name]}")
+        if name in INSTEAD_OF:
+            ours = INSTEAD_OF[name]
+            raise ConfigError(f"--sbatch {item!r}: sbatch takes it instead of --{ours}, which hpclaunch writes itself; "
+                              f"use {OWNED[ours]}")
+        if name == "signal":
+            try:
+                signal_lead(value)
+            except ValueError:
+                raise ConfigError(f"--sbatch {item!r}: {value!r} is not a signal the job acts on",
+                                  hint=SIGNAL_HINT) from None
         if _VALUE_BREAK.search(value):
             raise ConfigError(f"--sbatch {item!r}: the value holds a line break, which an #SBATCH line cannot carry")
         out[name] = value if eq else None
+    for group in ALTERNATIVES:
+        both = sorted(group & set(out))
+        if len(both) > 1:
+            raise ConfigError(f"--sbatch {' and '.join(both)}: sbatch takes one of them", hint="keep one")
     return out
 
 

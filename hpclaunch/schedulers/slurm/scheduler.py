@@ -6,70 +6,128 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.walltime import parse_time
+from hpclaunch.config.memsize import format_size
+from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.core import cmd
 from hpclaunch.core.shell import quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
 from hpclaunch.schedulers.base import Check, JobStatus, Scheduler
-from hpclaunch.schedulers.slurm.options import dependency_option
+from hpclaunch.schedulers.slurm.options import MEMORY, SIGNAL_HINT, dependency_option, over, signal_lead
 from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
 
-REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1
-REQUEUE_MIN_TIME = 15 * 60  # jobs shorter than this get no USR1 warning
+REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1 (--sbatch signal=B:USR1@N: N)
+MIN_RUN_BEFORE_WARNING = 13 * 60  # a job warned sooner after its start would requeue itself forever
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
-def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> list[str]:
-    """The #SBATCH options, sorted, each value quoted for Slurm's own parser (sbatch's, not a shell: it takes
-    quotes as a shell does, and a backslash as an escape of the next character, inside quotes too). array:
-    ``0-N%K`` for a sweep's array script (`run_dir` is then the sweep folder, where the array script writes
-    its own output)."""
-    part = spec.partition_spec
-    opts: dict[str, str | None] = {
+@dataclass(frozen=True)
+class Directives:
+    """The #SBATCH options of a job and what the script's requeue logic must agree with."""
+
+    options: dict[str, str | None]
+    requeue: bool  # USR1 (and a node failure) requeues the job; else the job checkpoints and ends
+    why_not: str  # why it does not requeue, in words ("" when it does)
+
+
+def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Directives:
+    """hpclaunch's options, the profile's sbatch_extra over them, submit --sbatch over both (an option replaces
+    the one of its name and its alternatives, options.over). array: ``0-N%K`` for a sweep's array script
+    (`run_dir` is then the sweep folder, where the array script writes its own output)."""
+    part, res = spec.partition_spec, spec.resources
+    ours: dict[str, str | None] = {
         "job-name": spec.name,
         "partition": spec.partition,
         "nodes": str(spec.nodes),
         "ntasks-per-node": "1",
-        "cpus-per-task": str(part.cpus_per_node),
+        "cpus-per-task": str(res.cpus_per_task),
         "time": spec.time,
         "output": str(RunFiles(run_dir).job_output("%A_%a" if array else "%j")),
         "open-mode": "append",
-        "requeue": None,
+        "requeue" if spec.resumable else "no-requeue": None,
     }
     if array:
-        opts["array"] = array
-    if parse_time(spec.time) >= REQUEUE_MIN_TIME:
-        # USR1 two minutes before the time limit: checkpoint and requeue (see blocks/wait.sh.j2).
-        # A shorter job would be warned as it starts and requeue itself forever.
-        opts["signal"] = f"B:USR1@{REQUEUE_WARNING}"
+        ours["array"] = array
+    if spec.resumable and parse_time(spec.time) >= REQUEUE_WARNING + MIN_RUN_BEFORE_WARNING:
+        # USR1 two minutes before the time limit: checkpoint and requeue (signals.sh.j2); a job that cannot
+        # resume runs to its limit
+        ours["signal"] = f"B:USR1@{REQUEUE_WARNING}"
     if part.gres:
-        opts["gres"] = f"{part.gres}:{spec.gpus_per_node}"
+        ours["gres"] = f"{part.gres}:{spec.gpus_per_node}"
+    if res.mem_mb is not None:
+        ours["mem"] = format_size(res.mem_mb)
+    if res.exclusive:
+        ours["exclusive"] = None
     if spec.profile.account:
-        opts["account"] = spec.profile.account
+        ours["account"] = spec.profile.account
     if spec.profile.qos:
-        opts["qos"] = spec.profile.qos
+        ours["qos"] = spec.profile.qos
+    extra = {}
     for key, value in spec.profile.sbatch_extra.items():
         name = key.removeprefix("--")
         if not _SBATCH_KEY.match(name):
             raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
-        opts[name] = value
-    opts.update(spec.sbatch)  # submit --sbatch, checked by resolve (slurm_options.parse_sbatch)
+        extra[name] = value
+    opts = over(over(ours, extra), spec.sbatch)  # submit --sbatch, checked by resolve (options.parse_sbatch)
+    given = {**extra, **spec.sbatch}
+
+    def origin(name: str) -> str:
+        return "--sbatch" if name in spec.sbatch else f"profile {spec.profile.name} sbatch_extra"
+
     for name, value in opts.items():
         if value is not None and ("\n" in value or "\r" in value):
             raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
                               f"cannot carry: {value!r}", hint="rename the path or value without line breaks")
+    if "requeue" in opts and not spec.resumable:
+        raise ConfigError(f"{origin('requeue')} requeue: the script of {spec.recipe.name} does not resume from a "
+                          "checkpoint (checkpoint.resumable is false): requeued, it would start again from scratch",
+                          hint="--set checkpoint.resumable=true if it saves on SIGUSR1 and resumes when started again "
+                               "(docs/recipes.md#your-own-script)")
+    if "signal" in given:
+        _check_signal(spec, given["signal"], origin("signal"))
+    if spec.recipe.resources.mem_per_device is not None and MEMORY & set(given):
+        name = min(MEMORY & set(given))
+        raise ConfigError(f"{origin(name)} {name} and resources.mem_per_device both ask the job's memory",
+                          hint="keep one: --set resources.mem_per_device=SIZE asks it per device")
+    requeue = "requeue" in opts
+    why_not = ("" if requeue else f"{origin('no-requeue')} no-requeue" if "no-requeue" in given
+               else "its script does not resume from a checkpoint: checkpoint.resumable is false")
+    return Directives(opts, requeue, why_not)
+
+
+def _check_signal(spec: JobSpec, value: str | None, origin: str) -> None:
+    try:
+        lead = signal_lead(value)
+    except ValueError as exc:
+        raise ConfigError(f"{origin} signal={value}: {exc}", hint=SIGNAL_HINT) from None
+    limit = parse_time(spec.time)
+    if limit - lead < MIN_RUN_BEFORE_WARNING:
+        raise ConfigError(f"{origin} signal={value}: the job would be warned {max(limit - lead, 0) // 60} min after "
+                          f"it starts (time limit {spec.time}): too soon to train between two checkpoints and "
+                          f"requeues (at least {MIN_RUN_BEFORE_WARNING // 60} min)",
+                          hint=f"ask for --time {format_time(lead + MIN_RUN_BEFORE_WARNING)} or more, or a shorter "
+                               "lead time")
+
+
+def sbatch_options(spec: JobSpec, run_dir: Path, array: str | None = None) -> list[str]:
+    """The job's #SBATCH options (`directives`), as written into its script."""
+    return sbatch_lines(directives(spec, run_dir, array).options)
+
+
+def sbatch_lines(options: dict[str, str | None]) -> list[str]:
+    """The #SBATCH options, sorted, each value quoted for Slurm's own parser (sbatch's, not a shell: it takes
+    quotes as a shell does, and a backslash as an escape of the next character, inside quotes too)."""
     # sbatch reads a backslash in an #SBATCH line as an escape, inside quotes too: doubled, it arrives whole
     return [f"--{k}" if v is None else f"--{k}={quote(v).replace(chr(92), chr(92) * 2)}"
-            for k, v in sorted(opts.items())]
-
+            for k, v in sorted(options.items())]
 
 
 def exclude_option(script: Path) -> list[str]:
@@ -96,6 +154,9 @@ class SlurmScheduler(Scheduler):
 
         return parse_sbatch(options)
 
+    def merge_options(self, recorded: dict[str, str | None], given: dict[str, str | None]) -> dict[str, str | None]:
+        return over(recorded, given)  # --no-requeue given replaces a recorded --requeue
+
     def write_profile(self, name: str, partitions: Sequence[str], out: Path | None, *, force: bool = False) -> Path:
         from hpclaunch.schedulers.slurm.discover import write_profile
 
@@ -116,9 +177,12 @@ class SlurmScheduler(Scheduler):
 
     def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
         part = spec.partition_spec
+        told = directives(spec, run_dir)
         return {
-            "options": sbatch_options(spec, run_dir),
-            "cpus_per_task": part.cpus_per_node,
+            "options": sbatch_lines(told.options),
+            "requeue": told.requeue,
+            "why_not_requeued": told.why_not,
+            "cpus_per_task": spec.resources.cpus_per_task,
             "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
             "container": containers.step_options(spec, run_dir),
             "state_dir": RunFiles(run_dir).scheduler_state(self.name),
