@@ -43,6 +43,11 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
         if not found:
             click.echo("nothing to remove", err=True)
     if going and not dry_run and not yes:
+        import sys
+
+        if not sys.stdin.isatty():  # nobody to answer (a script, cron, CI): say what to do, remove nothing
+            raise click.UsageError(f"{len(going)} run director{'y' if len(going) == 1 else 'ies'} would be removed, "
+                                   "and there is no terminal to confirm it: add --yes (remove) or --dry-run (list)")
         click.confirm(f"remove {len(going)} run director{'y' if len(going) == 1 else 'ies'}?", abort=True)
     if not dry_run:
         for d in going:

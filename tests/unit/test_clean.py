@@ -69,9 +69,9 @@ def test_dry_run_flag_and_the_prompt_remove_nothing(hpclaunch):
     age(run, 2)
     listed = hpclaunch("clean", "--dry-runs", "--dry-run")
     assert listed.exit_code == 0 and f"would remove: {run}" in listed.stdout
-    refused = hpclaunch("clean", "--dry-runs", input="n\n")
-    assert refused.exit_code == 1
-    assert run.exists()
+    refused = hpclaunch("clean", "--dry-runs", input="y\n")  # stdin is no terminal: nobody to ask
+    assert refused.exit_code == 2 and "no terminal to confirm it: add --yes" in refused.stderr
+    assert "Aborted" not in refused.output and run.exists()
 
 
 def test_a_running_job_is_kept_and_an_ended_one_goes_with_its_record(hpclaunch):

@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     with open(path, "ab", buffering=0) as log:
         for line in iter(child.stdout.readline, b""):
             log.write(line)
-            out.write(prefix + line)
+            out.write(line if line.startswith(prefix) else prefix + line)  # torch prefixes a rank's traceback itself
             out.flush()
     code = child.wait()
     if code:
