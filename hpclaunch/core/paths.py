@@ -108,3 +108,16 @@ def writable_dir(path: Path, what: str) -> Path:
                           hint="check HPCLAUNCH_HOME (or the profile's run_root): it must be a folder you may "
                                "write to")
     return path
+
+
+SCRATCH_VARS = ("SCRATCH", "PSCRATCH", "SCRATCHDIR", "WORK")  # what sites call their scratch (NERSC: PSCRATCH)
+
+
+def scratch_root() -> Path | None:
+    """$SCRATCH/hpclaunch (or the first of SCRATCH_VARS set to an absolute path), where run directories of cluster
+    jobs go when the profile names no run_root; None where the login node sets none."""
+    for var in SCRATCH_VARS:
+        value = os.environ.get(var, "")
+        if value.startswith("/"):
+            return Path(value) / "hpclaunch"
+    return None

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclaunch.core.paths import expand, hpclaunch_home
+from hpclaunch.core.paths import expand, hpclaunch_home, scratch_root
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
@@ -99,7 +99,8 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
 
     now = time.time() if now is None else now
     records = registry.all_records()
-    roots = {hpclaunch_home() / "runs", *_profile_run_roots()}
+    scratch = scratch_root()
+    roots = {hpclaunch_home() / "runs", *_profile_run_roots(), *([scratch / "runs"] if scratch else [])}
     roots |= {Path(r.run_dir).parent for r in records if "index" not in (r.sweep or {})}
     folders = sorted({d.resolve() for root in roots if root.is_dir() for d in root.iterdir() if _is_run_dir(d)})
     owners = {f: [r for r in records if _inside(Path(r.run_dir).resolve(), f)] for f in folders}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import DoesNotFit
-from hpclaunch.plan.memory import GIB, Estimate, Limits, ModelFacts, Setup, estimate, fits
+from hpclaunch.plan.memory import GIB, Estimate, Limits, ModelFacts, Setup, checkpoint_bytes, estimate, fits
 from hpclaunch.plan.model import model_facts
 
 if TYPE_CHECKING:
@@ -63,6 +63,10 @@ class Plan:
         return None if self.limits.device_bytes is None else fits(self.facts, self.setup, self.limits)
 
     @property
+    def checkpoint_bytes(self) -> float:
+        return checkpoint_bytes(self.facts, self.setup)
+
+    @property
     def tokens_per_step(self) -> int:
         return self.spec.global_batch_size * self.setup.seq_len
 
@@ -100,6 +104,7 @@ class Plan:
             "offload_optimizer": s.offload_optimizer, "offload_param": s.offload_param,
             "activation_checkpointing": s.checkpointing,
             "params_gib": _gib(e.params), "grads_gib": _gib(e.grads), "optimizer_gib": _gib(e.optimizer),
+            "checkpoint_gib": _gib(self.checkpoint_bytes),
             "model_states_gib": _gib(e.model_states), "activations_gib": _gib(e.activations),
             "buffers_gib": _gib(e.buffers), "reserve_gib": _gib(e.reserve), "per_device_gib": _gib(e.total),
             "device_gib": self.device_gib, "host_offload_gib_per_node": _gib(e.host_per_node),

@@ -235,3 +235,15 @@ def fits(m: ModelFacts, s: Setup, limits: Limits) -> bool:
         return True
     host_ok = limits.host_bytes is None or e.host_per_node <= limits.host_bytes
     return e.total <= limits.device_bytes and host_ok
+
+
+def checkpoint_bytes(m: ModelFacts, s: Setup) -> float:
+    """One checkpoint of the whole job on disk: the weights and the optimizer state of one replica, however the
+    ranks share them (ZeRO shards are written by every rank, a DDP checkpoint by rank 0). Per parameter: torch
+    (DDP, fp32) 4 + 8 moments; DeepSpeed the weights in its precision + the fp32 master (16-bit weights, or
+    ZeRO-1/2 of fp32 ones) + 8 moments (Mixtral-8x7B bf16 under ZeRO-3: 14 bytes x 46.7 B = 609 GiB)."""
+    if s.engine == "ddp":
+        return float(m.params * (4 + ADAM_MOMENTS))
+    p = 2 if half(s.precision) else 4
+    master = 4 if (p == 2 or s.zero_stage in (1, 2)) else 0
+    return float(m.params * (p + master + ADAM_MOMENTS))

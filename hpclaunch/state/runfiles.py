@@ -59,6 +59,7 @@ LOGS = "logs"
 METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_PREFIX = "step-"  # checkpoints/step-<8-digit step>/
+CHECKPOINTS_KEPT = 2  # the newest this many stay; a save writes the next beside them before the oldest goes
 MODEL_FILES = "model"  # the model's config.json and tokenizer files, written once by rank 0 (for export)
 PROGRESS = "progress"
 MSRUN_LOGS = "msrun"

@@ -118,6 +118,19 @@ def _override_config(spec: JobSpec) -> None:
                           hint="use the model's own key names (GPT-2: n_layer, n_head, n_embd)")
 
 
+def _checkpoints_fit(spec: JobSpec) -> None:
+    from hpclaunch.submission.space import checkpoints_fit
+
+    checkpoints_fit(spec)
+
+
+def notes(spec: JobSpec) -> list[str]:
+    """What a user should know before the job runs, though nothing stops it (a run root under $HOME)."""
+    from hpclaunch.submission.space import under_home
+
+    return under_home(spec)
+
+
 def _assets_staged(spec: JobSpec) -> None:
     from hpclaunch.assets.check import check_job_assets
 
@@ -133,9 +146,11 @@ def fits_devices(spec: JobSpec) -> None:
 
 
 CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _container_image, _assets_staged,
-                       fits_devices]
+                       fits_devices, _checkpoints_fit]
+# what `submit --skip-fit-check` skips: the memory plan's checks (device memory, room for the checkpoints)
+PLAN_CHECKS = (fits_devices, _checkpoints_fit)
 # a dry run warns; a real submit refuses
-SOFT: set[Check] = {_python_env_visible, _container_image, _assets_staged, fits_devices}
+SOFT: set[Check] = {_python_env_visible, _container_image, _assets_staged, fits_devices, _checkpoints_fit}
 
 
 def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:

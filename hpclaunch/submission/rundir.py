@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpclaunch.core.paths import expand, hpclaunch_home, writable_dir
+from hpclaunch.core.paths import expand, hpclaunch_home, scratch_root, writable_dir
 from hpclaunch.state.runfiles import SWEEP_SCRIPT, RunFiles, SweepFiles
 
 if TYPE_CHECKING:
@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 
 
 def run_root(spec: JobSpec) -> Path:
-    """Absolute: a relative run_root is taken from the current folder at submit time."""
+    """Absolute (a relative run_root is taken from the current folder at submit time): the profile's run_root;
+    else $HPCLAUNCH_HOME/runs where that is set; else, for a cluster job, the site's scratch ($SCRATCH, ...,
+    scratch_root()) when the login node sets one; else ~/.hpclaunch/runs."""
     if spec.profile.run_root:
         return expand(spec.profile.run_root, f"profile {spec.profile.name} run_root")
+    scratch = scratch_root()
+    if scratch is not None and spec.profile.scheduler != "local" and not os.environ.get("HPCLAUNCH_HOME"):
+        return scratch / "runs"
     return hpclaunch_home() / "runs"
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
-from hpclaunch.submission.preflight import fits_devices, preflight
+from hpclaunch.submission.preflight import PLAN_CHECKS, notes, preflight
 from hpclaunch.submission.render import render
 from hpclaunch.submission.rundir import new_run_dir, recipe_copy, remove_run_dir, with_recipe_copy, write_run_dir
 
@@ -31,7 +31,7 @@ class Submission:
     run_dir: Path
     script: str
     job_id: str | None  # None for a dry run
-    warnings: tuple[str, ...] = ()  # soft preflight failures of a dry run (e.g. assets not staged)
+    warnings: tuple[str, ...] = ()  # soft preflight failures of a dry run (assets not staged), notes (run root)
 
     @property
     def script_path(self) -> Path:
@@ -47,7 +47,7 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
         from hpclaunch.schedulers import get_scheduler  # a dry run needs no scheduler (nor its imports)
 
         get_scheduler(spec.profile.scheduler).check_available()
-    warnings = preflight(spec, strict=strict, skip=(fits_devices,) if skip_fit_check else ())
+    warnings = preflight(spec, strict=strict, skip=PLAN_CHECKS if skip_fit_check else ()) + notes(spec)
     run_dir = new_run_dir(spec)
     job_spec = with_recipe_copy(spec, run_dir)
     rendered = render(job_spec, run_dir)
@@ -81,7 +81,7 @@ def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = F
         raise
     timeline.submitted(prepared.run_dir, job_id, asked)
     pending.complete(job_id)
-    return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id)
+    return Submission(prepared.spec, prepared.run_dir, prepared.script, job_id, prepared.warnings)
 
 
 def job_record(spec: JobSpec, job_id: str, scheduler: str, run_dir: Path,

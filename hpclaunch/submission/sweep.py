@@ -158,7 +158,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
             strict: bool = False, skip_fit_check: bool = False) -> SweepSubmission:
     """Check and render every element, then write the sweep folder (complete or not at all)."""
     from hpclaunch.schedulers import get_scheduler
-    from hpclaunch.submission.preflight import fits_devices, preflight
+    from hpclaunch.submission.preflight import PLAN_CHECKS, preflight
     from hpclaunch.submission.render import render, render_sweep
     from hpclaunch.submission.rundir import new_sweep_dir, recipe_copy, with_recipe_copy, write_sweep_dir
 
@@ -174,7 +174,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     for index, (values, spec) in enumerate(elements):
         run_dir = folder.element(index)
         try:
-            skip = (fits_devices,) if skip_fit_check else ()
+            skip = PLAN_CHECKS if skip_fit_check else ()
             warnings.update(dict.fromkeys(preflight(spec, strict=strict, skip=skip)))
             job_spec = with_recipe_copy(spec, run_dir)
             rendered = render(job_spec, run_dir)

@@ -94,6 +94,9 @@ def test_mixtral_8x7b_zero3_fits_32_a800s_and_not_8(staged: Path, hpclaunch: Cal
     assert wide["model_states_gib"] == pytest.approx(46_702_792_704 * 16 / 32 / GIB, rel=1e-3)
     assert wide["model_states_gib"] == pytest.approx(21.7, abs=0.1)
     assert wide["fits"] is True and wide["per_device_gib"] < wide["device_gib"] == 80
+    # one checkpoint: bf16 weights 2 + fp32 master 4 + moments 8 bytes per parameter, for the whole job
+    assert wide["checkpoint_gib"] == pytest.approx(46_702_792_704 * 14 / GIB, rel=1e-3)
+    assert wide["checkpoint_gib"] == pytest.approx(609, abs=1)
     one_node = _plan(hpclaunch, "mixtral", "--profile", "guangzhou-a800", "--preset", "full", "--layout", "1n8g")
     assert one_node["model_states_gib"] == pytest.approx(87.0, abs=0.1)
     assert one_node["fits"] is False and one_node["suggestions"]
@@ -209,3 +212,42 @@ def test_the_preset_table_in_the_docs_is_current(hpc_home: Path, tmp_path: Path,
     doc = preset_table.doc_table(preset_table.DOC.read_text(encoding="utf-8"))
     assert doc == preset_table.table(), "docs/recipes.md is stale: run python scripts/preset_table.py --write"
     assert "| `mixtral` | `full` | guangzhou-a800 | 4n8g | DeepSpeed ZeRO-3, bf16 |" in doc
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB filesystem (tmpfs, mounted as root) to put a run root on."""
+    import subprocess
+
+    where = tmp_path / "small-fs"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def test_checkpoints_that_cannot_fit_the_run_root_are_refused_with_the_numbers(
+        hpc_home: Path, hpclaunch: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        small_filesystem: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    recipe = str(_model_recipe(tmp_path))
+    data = yaml.safe_load((REPO / "cluster_profiles" / "local.yaml").read_text())
+    data["run_root"] = str(small_filesystem / "runs")
+    profile = tmp_path / "small-disk.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    one = _plan(hpclaunch, recipe, "--profile", str(profile))["checkpoint_gib"]
+    assert one > 0
+    refused = hpclaunch("submit", recipe, "--profile", str(profile))
+    assert refused.exit_code == 2, refused.output
+    import re
+
+    said = re.search(r"checkpoints need ([\d.]+) MiB \(2 kept \+ 1 being written, ([\d.]+) MiB each", refused.stderr)
+    assert said, refused.stderr  # a tiny model: said in MiB, as the plan counts it (--json rounds to 0.001 GiB)
+    assert float(said.group(1)) == pytest.approx(3 * float(said.group(2)), abs=0.15)
+    assert float(said.group(2)) == pytest.approx(one * 1024, abs=0.6)
+    assert f"the free space on {small_filesystem}" in refused.stderr and "run_root" in refused.stderr
+    assert not (small_filesystem / "runs").exists() or not any((small_filesystem / "runs").iterdir())
+    dry = hpclaunch("submit", recipe, "--profile", str(profile), "--dry-run")
+    assert dry.exit_code == 0 and "warning:" in dry.stderr and "checkpoints need" in dry.stderr

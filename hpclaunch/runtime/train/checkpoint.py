@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
+from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, CHECKPOINTS_KEPT, RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.runtime.train.distributed import Dist
     from hpclaunch.runtime.train.engine import Engine
 
 _STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
-KEEP = 2
+KEEP = CHECKPOINTS_KEPT
 
 
 def latest(run_dir: Path) -> Path | None:

@@ -1,0 +1,95 @@
+"""Where a job's data goes, checked before it is queued: the checkpoints the memory plan predicts must fit the
+free space (and the quota, where `lfs quota` answers) of the run root; a cluster job whose run directory lands
+under $HOME (often small and quota'd) is said so, with the profile key to set. docs/profiles.md#where-data-goes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpclaunch.core import cmd
+from hpclaunch.errors import HpclaunchError
+from hpclaunch.state.runfiles import CHECKPOINTS_KEPT
+
+if TYPE_CHECKING:
+    from hpclaunch.config.jobspec import JobSpec
+
+GIB = 1024**3
+
+
+def size(n: float) -> str:
+    return f"{n / GIB:,.1f} GiB" if n >= GIB else f"{n / 2**20:,.1f} MiB"
+
+
+class NoRoom(HpclaunchError):
+    """The checkpoints a job will write cannot fit where its run directory goes."""
+
+
+def _existing(path: Path) -> Path:
+    """The nearest folder that exists: the run root may not have been made yet."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def lustre_room(path: Path) -> int | None:
+    """Bytes left of the user's Lustre quota on `path`'s filesystem (`lfs quota -q -u USER PATH`: used and
+    limit in KiB); None where there is no lfs, no limit or no answer."""
+    if cmd.which("lfs") is None:
+        return None
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
+    proc = cmd.run(["lfs", "quota", "-q", "-u", user, str(path)], timeout=30, check=False)
+    numbers = re.findall(r"\s(\d+)\*?(?=\s)", " " + proc.stdout.replace("\n", " ") + " ")
+    if proc.returncode != 0 or len(numbers) < 3:
+        return None
+    used_kib, _soft, hard_kib = (int(n) for n in numbers[:3])
+    return (hard_kib - used_kib) * 1024 if hard_kib > 0 else None
+
+
+def room(path: Path) -> tuple[int, str]:
+    """(bytes that can still be written under `path`, what limits it): the smaller of free space and quota."""
+    where = _existing(path)
+    free = shutil.disk_usage(where).free
+    quota = lustre_room(where)
+    if quota is not None and quota < free:
+        return quota, f"the quota left on {where} (lfs quota)"
+    return free, f"the free space on {where}"
+
+
+def checkpoints_fit(spec: JobSpec) -> None:
+    """NoRoom when (kept + 1) checkpoints of the plan's size exceed the room of the run root. Silent when no plan
+    can be made here (the model's config is not staged)."""
+    from hpclaunch.errors import NoPlan
+    from hpclaunch.plan import plan_job
+    from hpclaunch.submission.rundir import run_root
+
+    if spec.recipe.model is None:
+        return
+    try:
+        one = plan_job(spec).checkpoint_bytes
+    except NoPlan:
+        return
+    need = one * (CHECKPOINTS_KEPT + 1)
+    root = run_root(spec)
+    left, what = room(root)
+    if need > left:
+        raise NoRoom(f"{spec.recipe.name}'s checkpoints need {size(need)} ({CHECKPOINTS_KEPT} kept + 1 being written, "
+                     f"{size(one)} each by the memory plan) but {what} is {size(left)} (run root {root})",
+                     hint="set the profile's run_root to a scratch filesystem with room (run_root: "
+                          "$SCRATCH/hpclaunch/runs), or free space there; queue it anyway with --skip-fit-check")
+
+
+def under_home(spec: JobSpec) -> list[str]:
+    """A note when a cluster job's run directory (its checkpoints) would go under $HOME."""
+    from hpclaunch.submission.rundir import run_root
+
+    if spec.profile.scheduler == "local":
+        return []
+    home, root = Path.home().resolve(), run_root(spec)
+    if root.resolve() != home and home not in root.resolve().parents:
+        return []
+    return [f"run directories and checkpoints go to {root}, under $HOME (often small and quota'd on a cluster): "
+            f"set run_root in profile {spec.profile.name} to a scratch filesystem (run_root: $SCRATCH/hpclaunch/runs)"]
