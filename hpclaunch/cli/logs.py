@@ -39,12 +39,9 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
     if d.first_failure:
         ff = d.first_failure
         click.echo(f"first failure: rank {ff['rank']} on {ff['host']} at {ff['time']} (exit {ff['exit']})")
-    if d.node:
-        click.echo(f"node: {d.node}")
-    if d.error:
-        click.echo(f"error: {d.error}")
-    if d.file:
-        click.echo(f"log: {d.file}")
+    for label, value in (("node", d.node), ("error", d.error), ("log", d.file)):
+        if value:
+            click.echo(f"{label}: {value}")
     if d.waiting_ranks and d.cause:
         ranks = ", ".join(map(str, d.waiting_ranks[:16])) + (" ..." if len(d.waiting_ranks) > 16 else "")
         click.echo(f"then: rank(s) {ranks} failed or waited in a collective (secondary errors, skipped)")

@@ -4,15 +4,16 @@ read in the job (hpclaunch/runtime/node/inject.py). Standard library only."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ENV = "HPCLAUNCH_INJECT"
 KINDS = ("hang", "crash", "kill", "slow")
 PATTERN = re.compile(r"^(hang|crash|kill|slow):(\d{1,6}):(\d{1,9})$")
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(NamedTuple):
+    """One fault to rehearse: rank `rank` after optimizer step `step` (`hang:1:5`)."""
+
     kind: str
     rank: int
     step: int

@@ -112,15 +112,10 @@ def profile_checks(profile: Profile) -> list[Check]:
 def probe(script: Path, output: Path, profile: Profile, *, timeout: float) -> int:
     """`sbatch --wait` of `script` on the default partition: 1 node, 1 task, 1 device where it has a GRES."""
     part = profile.partitions[profile.default_partition]
+    asked = {"gres": f"{part.gres}:1" if part.gres else None, "account": profile.account, "qos": profile.qos}
     argv = ["sbatch", "--wait", "--parsable", f"--partition={profile.default_partition}", "--nodes=1",
             "--ntasks=1", "--cpus-per-task=1", "--time=00:10:00", "--job-name=hpclaunch-check",
-            f"--output={output}", f"--chdir={output.parent}"]
-    if part.gres:
-        argv.append(f"--gres={part.gres}:1")
-    if profile.account:
-        argv.append(f"--account={profile.account}")
-    if profile.qos:
-        argv.append(f"--qos={profile.qos}")
+            f"--output={output}", f"--chdir={output.parent}", *(f"--{k}={v}" for k, v in asked.items() if v)]
     proc = cmd.run([*argv, str(script)], timeout=timeout, check=False)
     if proc.returncode != 0 and not output.exists():
         output.write_text(proc.stderr)
