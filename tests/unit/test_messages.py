@@ -11,9 +11,9 @@ from hpclaunch.errors import ConfigError, LimitError, NotFoundError
 from hpclaunch.submission.resolve import CliOverrides, parse_set, resolve
 
 # The valid keys are listed sorted; computed from the models so that new fields do not break the tests.
-PARTITION_KEYS = ", ".join(sorted(Partition.model_fields))
-PROFILE_KEYS = ", ".join(sorted(Profile.model_fields))
-TRAIN_KEYS = ", ".join(sorted(TrainSpec.model_fields))
+PARTITION_KEYS = ", ".join(sorted(Partition.__struct_fields__))
+PROFILE_KEYS = ", ".join(sorted(Profile.__struct_fields__))
+TRAIN_KEYS = ", ".join(sorted(TrainSpec.__struct_fields__))
 
 
 def test_valid_key_lists_hold_the_documented_fields():
