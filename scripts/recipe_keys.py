@@ -30,13 +30,13 @@ _PRESET_KEYS = [
 ]
 
 
-def _section(t: Any) -> mi.StructType | None:
+def _section(t: Any) -> type | None:
     """The model of a nested section (`ModelSpec | None` -> ModelSpec), else None."""
     if isinstance(t, mi.Metadata):
         return _section(t.type)
     if isinstance(t, mi.UnionType):
-        return next((m for m in t.types if isinstance(m, mi.StructType)), None)
-    return t if isinstance(t, mi.StructType) else None
+        return next((m for m in t.types if isinstance(m, type)), None)
+    return t if isinstance(t, type) else None
 
 
 def _type(t: Any) -> str:
@@ -46,9 +46,7 @@ def _type(t: Any) -> str:
     if isinstance(t, mi.Metadata):
         return "time text, e.g. 04:00:00" if (t.extra or {}).get("before") is minutes_as_text else _type(t.type)
     if isinstance(t, mi.LiteralType):
-        from hpclaunch.config.base import declared_order
-
-        return "one of: " + ", ".join(map(str, declared_order(t.values)))
+        return "one of: " + ", ".join(map(str, t.values))
     if isinstance(t, mi.UnionType):
         kinds = [_type(m) for m in t.types if not isinstance(m, mi.NoneType)]
         return " or ".join(kinds) + (" or null" if any(isinstance(m, mi.NoneType) for m in t.types) else "")
@@ -66,7 +64,7 @@ def _description(t: Any) -> str:
     return ((t.extra_json_schema or {}).get("description", "") if isinstance(t, mi.Metadata) else "")
 
 
-def _default(field: mi.Field) -> str:
+def _default(field: msgspec.structs.FieldInfo) -> str:
     if field.required:
         return "required"
     default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
@@ -78,24 +76,26 @@ def _default(field: mi.Field) -> str:
     return f"`{json.dumps(default)}`"
 
 
-def rows(model: mi.StructType | None = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
+def rows(model: type | None = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(dotted key, type, default, description) of every key, sections first as a row of their own."""
+    from hpclaunch.config.base import described
+
     if model is None:
         from hpclaunch.config.recipe import Recipe
 
-        model = mi.type_info(Recipe)  # type: ignore[assignment]
-    assert model is not None
+        model = Recipe
     out: list[tuple[str, str, str, str]] = []
-    for field in model.fields:
+    for field in msgspec.structs.fields(model):
         key = prefix + field.name
-        section = _section(field.type)
-        description = _description(field.type)
+        kind = described(field.type)
+        section = _section(kind)
+        description = _description(kind)
         if section is not None:
-            doc = (section.cls.__doc__ or "").strip().splitlines()
+            doc = (section.__doc__ or "").strip().splitlines()
             out.append((key, "section", _default(field), description or (doc[0] if doc else "")))
             out += rows(section, key + ".")
         else:
-            out.append((key, _type(field.type), _default(field), description))
+            out.append((key, _type(kind), _default(field), description))
     if not prefix:
         out += _PRESET_KEYS
     return out

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import sys
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
@@ -42,7 +44,7 @@ import msgspec  # noqa: E402
 from msgspec import Meta  # noqa: E402
 from msgspec import inspect as mi  # noqa: E402
 
-__all__ = ["StrictModel", "SlurmTimeText", "Meta", "dump", "replace", "validate"]
+__all__ = ["StrictModel", "SlurmTimeText", "Meta", "described", "dump", "replace", "validate"]
 
 
 class StrictModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -74,20 +76,54 @@ _NONE = object()  # no value to show beside a message
 _BAD = object()  # the result of a value that failed
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-_INFO: dict[type, mi.StructType] = {}
+_FIELDS: dict[type, tuple[tuple[str, Any, bool], ...]] = {}
+_PLAIN = {str: mi.StrType(), int: mi.IntType(), float: mi.FloatType(), bool: mi.BoolType(),
+          type(None): mi.NoneType(), Any: mi.AnyType()}
 
 
-def _info(model: type) -> mi.StructType:
-    """msgspec's type information of `model`. Made for every model defined so far at once: models inside
-    others (a JobSpec's Profile and Recipe) are translated once."""
-    if model not in _INFO:
-        models, todo = [], [StrictModel]
-        while todo:
-            found = todo.pop().__subclasses__()
-            models += found
-            todo += found
-        _INFO.update(zip(models, mi.multi_type_info(models), strict=True))  # type: ignore[arg-type]
-    return _INFO[model]
+def _fields(model: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, type, required) of each field of `model`, the type as msgspec.inspect describes it; a model inside is
+    its class, described when the walk reaches it. (Made from msgspec.structs.fields, class by class:
+    msgspec.inspect.type_info would describe every model inside at once, most of them never reached.)"""
+    found = _FIELDS.get(model)
+    if found is None:
+        found = _FIELDS[model] = tuple((f.name, described(f.type), f.required) for f in msgspec.structs.fields(model))
+    return found
+
+
+def described(ann: Any) -> Any:
+    """An annotation as msgspec.inspect's types (Metadata, UnionType, IntType(ge=...), ...); a model stays its
+    class. Literal values keep the order the model gives them (msgspec.inspect sorts them)."""
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is Annotated:
+        inner = described(args[0])
+        bounds: dict[str, Any] = {}
+        schema: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for meta in ann.__metadata__:
+            bounds.update({k: v for k in ("ge", "gt", "le", "lt") if (v := getattr(meta, k)) is not None})
+            if meta.description is not None:
+                schema["description"] = meta.description
+            extra.update(meta.extra or {})
+        if bounds:
+            inner = msgspec.structs.replace(inner, **bounds)
+        return mi.Metadata(type=inner, extra_json_schema=schema or None, extra=extra or None) if schema or extra \
+            else inner
+    if origin in (typing.Union, types.UnionType):
+        return mi.UnionType(types=tuple(described(a) for a in args))
+    if origin is typing.Literal:
+        return mi.LiteralType(values=args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return mi.VarTupleType(item_type=described(args[0]))
+        return mi.TupleType(item_types=tuple(described(a) for a in args))
+    if origin is dict:
+        return mi.DictType(key_type=described(args[0]), value_type=described(args[1]))
+    if isinstance(ann, type) and issubclass(ann, msgspec.Struct):
+        return ann
+    if ann in _PLAIN:
+        return _PLAIN[ann]
+    raise TypeError(f"no validation for {ann!r}")  # a model uses a type this module does not know yet
 
 
 def _number(value: float) -> str:
@@ -164,31 +200,8 @@ def _bool(value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
     return _BAD
 
 
-_LITERALS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-
-
-def declared_order(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A Literal's values in the order the model declares them (msgspec.inspect sorts them)."""
-    if not _LITERALS:
-        import typing
-
-        def walk(ann: Any) -> None:
-            if typing.get_origin(ann) is typing.Literal:
-                _LITERALS.setdefault(tuple(sorted(typing.get_args(ann))), typing.get_args(ann))
-            for arg in typing.get_args(ann):
-                walk(arg)
-
-        models = [StrictModel]
-        while models:
-            model = models.pop()
-            models += model.__subclasses__()
-            for ann in typing.get_type_hints(model, include_extras=True).values():
-                walk(ann)
-    return _LITERALS.get(tuple(sorted(values)), values)
-
-
 def _one(values: tuple[Any, ...]) -> str:
-    shown = [repr(v) for v in declared_order(values)]
+    shown = [repr(v) for v in values]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
@@ -218,13 +231,13 @@ def _value(t: Any, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any
             if not tried:
                 return result
         return _value(members[-1], value, loc, out)
+    if isinstance(t, type):  # a model
+        return _struct(t, value, loc, out)
     if kind is mi.LiteralType:
         if value in t.values and type(value) is type(t.values[0]):
             return value
         out.append((loc, f"Input should be {_one(t.values)}", value))
         return _BAD
-    if kind is mi.StructType:
-        return _struct(t, value, loc, out)
     if kind is mi.VarTupleType or kind is mi.TupleType:
         return _tuple(t, value, loc, out)
     if kind is mi.DictType:
@@ -236,7 +249,7 @@ def _value(t: Any, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any
             return None
         out.append((loc, "Input should be None", value))
         return _BAD
-    raise TypeError(f"no validation for {t!r}")  # a model uses a type this module does not know yet
+    raise TypeError(f"no validation for {t!r}")
 
 
 def _metadata(t: mi.Metadata, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
@@ -292,8 +305,7 @@ def _dict(t: mi.DictType, value: Any, loc: tuple[Any, ...], out: list[_Problem])
     return _BAD if len(out) > before else result
 
 
-def _struct(t: mi.StructType, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
-    cls = t.cls
+def _struct(cls: type[msgspec.Struct], value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
     if isinstance(value, cls):
         return value  # an instance is taken as it is
     if type(value) is not dict:
@@ -301,11 +313,11 @@ def _struct(t: mi.StructType, value: Any, loc: tuple[Any, ...], out: list[_Probl
         return _BAD
     before = len(out)
     values = {}
-    for f in t.fields:
-        if f.name in value:
-            values[f.name] = _value(f.type, value[f.name], (*loc, f.name), out)
-        elif f.required:
-            out.append(((*loc, f.name), "required key is missing", _NONE))
+    for name, kind, required in _fields(cls):
+        if name in value:
+            values[name] = _value(kind, value[name], (*loc, name), out)
+        elif required:
+            out.append(((*loc, name), "required key is missing", _NONE))
     known = cls.__struct_fields__
     for key in value:
         if key not in known:
@@ -332,7 +344,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 def problems(model: type[StrictModel], data: Any) -> tuple[Any, list[_Problem]]:
     """(the model made of `data`, or _BAD; every problem found on the way)."""
     out: list[_Problem] = []
-    return _struct(_info(model), data, (), out), out
+    return _struct(model, data, (), out), out
 
 
 def validate(model: type[ModelT], data: Mapping[str, Any], *, file: str, locate: Locator | None = None) -> ModelT:

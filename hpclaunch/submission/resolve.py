@@ -418,9 +418,6 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
 
 def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None) -> JobSpec:
     """Load the profile and the recipe and merge them with the CLI layer into a JobSpec."""
-    import hpclaunch.config.jobspec  # noqa: F401  every model before the first validation: their type information
-    # is made once for all (hpclaunch/config/base.py _info)
-
     cli = cli or CliOverrides()
     return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli)
 
