@@ -65,7 +65,8 @@ def dump(obj: Any) -> Any:
 
 
 def replace(obj: ModelT, **changes: Any) -> ModelT:
-    """A copy of the frozen `obj` with `changes` (values of the fields' types, not checked again)."""
+    """A copy of the frozen `obj` with `changes`: values of the fields' types (not converted nor type-checked; the
+    model's `__post_init__` checks run again)."""
     return msgspec.structs.replace(obj, **changes)
 
 
