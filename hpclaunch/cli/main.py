@@ -70,14 +70,7 @@ def _register() -> None:
     cli.load_all()
 
 
-#: True while the `hpclaunch` command runs (not under CliRunner or as a library): lets
-#: hpclaunch.config.base skip pydantic's plugin scan, which only the command needs to be fast.
-RUNNING = False
-
-
 def main() -> None:
-    global RUNNING
-    RUNNING = True
     cli.main(prog_name="hpclaunch")
 
 

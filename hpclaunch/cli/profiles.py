@@ -10,6 +10,7 @@ import yaml
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
+from hpclaunch.config.base import dump
 from hpclaunch.config.loader import find_profile, load_profile, profile_files
 from hpclaunch.config.profile import Profile
 from hpclaunch.config.yamlfile import UnreadableFile
@@ -38,7 +39,7 @@ def list_cmd(as_json: bool) -> None:
     if as_json:
         echo_json([{"name": name, "file": str(path), "error": error} if p is None else
                    {"name": name, "file": str(path), "scheduler": p.scheduler, "accelerator": p.accelerator,
-                    "backend": p.backend, "partitions": {n: s.model_dump(mode="json") for n, s in p.partitions.items()}}
+                    "backend": p.backend, "partitions": {n: dump(s) for n, s in p.partitions.items()}}
                    for name, path, p, error in found])
         return
     rows = []
@@ -61,10 +62,10 @@ def show_cmd(profile: str, as_json: bool) -> None:
     """The resolved profile as YAML (all defaults filled in)."""
     p = load_profile(profile)
     if as_json:
-        echo_json(p.model_dump(mode="json"))
+        echo_json(dump(p))
         return
     click.echo(f"# {find_profile(profile)}")
-    click.echo(yaml.safe_dump(p.model_dump(mode="json"), sort_keys=False), nl=False)
+    click.echo(yaml.safe_dump(dump(p), sort_keys=False), nl=False)
 
 
 @profiles.command("check", epilog=examples("hpclaunch profiles check dev-slurm",

@@ -10,9 +10,9 @@ import yaml
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
 from hpclaunch.cli.tables import print_table
-from hpclaunch.config.base import read_yaml
+from hpclaunch.config.base import dump
 from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
-from hpclaunch.config.yamlfile import UnreadableFile
+from hpclaunch.config.yamlfile import UnreadableFile, read_yaml
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.submission.resolve import merge_recipe
 
@@ -59,10 +59,10 @@ def show_cmd(recipe: str, preset: str | None, as_json: bool) -> None:
     src = load_recipe_source(recipe)
     merged, chosen = merge_recipe(src, preset, ())
     if as_json:
-        echo_json(merged.model_dump(mode="json"))
+        echo_json(dump(merged))
         return
     click.echo(f"# {find_recipe(recipe)}" + (f" (preset {chosen})" if chosen else ""))
-    click.echo(yaml.safe_dump(merged.model_dump(mode="json"), sort_keys=False), nl=False)
+    click.echo(yaml.safe_dump(dump(merged), sort_keys=False), nl=False)
 
 
 def register(group: click.Group) -> None:

@@ -1,19 +1,21 @@
-"""JSON Schemas of profile and recipe files, generated from the pydantic models (docs/profiles.md#editor-support).
+"""JSON Schemas of profile and recipe files, generated from the models (msgspec.json.schema;
+docs/profiles.md#editor-support).
 
 The models stay the one definition; this module only says what a *file* may hold beyond a model:
 `name` may be left out (it defaults to the file or folder name), a recipe file also has `presets` (partial
 recipes merged over it) and `default_preset`, and values the models convert before validating (a Slurm time
-given as minutes, a number in `env`) are allowed as the file writes them.
+given as minutes, a number in `env`: the "before" functions of hpclaunch/config/base.py) are allowed as the
+file writes them.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import typing
 from typing import Any
 
-from pydantic import BaseModel, BeforeValidator
+import msgspec
+from msgspec import inspect as mi
 
 from hpclaunch.config import rules
 from hpclaunch.errors import ConfigError
@@ -24,53 +26,53 @@ KINDS = ("profile", "recipe")
 _SCALAR = {"type": ["string", "number", "boolean"]}
 
 
-def _models(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
-    """`model` and every model inside its fields, by class name (the names pydantic gives in $defs)."""
-    from hpclaunch.config.base import _submodel
+def _befores(t: Any) -> set[Any]:
+    """The "before" conversions anywhere in a field's type (through metadata and unions, not into models)."""
+    if isinstance(t, mi.Metadata):
+        found = _befores(t.type)
+        if t.extra and "before" in t.extra:
+            found.add(t.extra["before"])
+        return found
+    if isinstance(t, mi.UnionType):
+        return set().union(*(_befores(m) for m in t.types))
+    return set()
 
-    found = {model.__name__: model}
-    for field in model.model_fields.values():
-        sub = _submodel(field.annotation)
-        if sub is not None and sub.__name__ not in found:
-            found.update(_models(sub))
+
+def _structs(t: Any, found: dict[str, mi.StructType]) -> dict[str, mi.StructType]:
+    """Every model inside type `t`, by class name (the names msgspec gives in $defs)."""
+    if isinstance(t, mi.StructType):
+        if t.cls.__name__ not in found:
+            found[t.cls.__name__] = t
+            for f in t.fields:
+                _structs(f.type, found)
+    elif isinstance(t, mi.Metadata):
+        _structs(t.type, found)
+    elif isinstance(t, mi.UnionType):
+        for m in t.types:
+            _structs(m, found)
+    elif isinstance(t, mi.DictType):
+        _structs(t.value_type, found)
+    elif isinstance(t, mi.VarTupleType):
+        _structs(t.item_type, found)
     return found
 
 
-def _takes_minutes(metadata: Any) -> bool:
-    """Whether a field's (or a union member's) metadata holds SlurmTimeText's conversion."""
-    return any(isinstance(m, BeforeValidator) and m.func is rules.minutes_as_text for m in metadata)
-
-
-def _before_converted(model: type[BaseModel]) -> tuple[set[str], set[str]]:
-    """(Slurm time fields that take minutes as a number, env-like fields whose values may be numbers)."""
-    times = {name for name, f in model.model_fields.items()
-             if _takes_minutes(f.metadata) or any(_takes_minutes(getattr(arg, "__metadata__", ()))
-                                                  for arg in typing.get_args(f.annotation))}
-    envs: set[str] = set()
-    for dec in model.__pydantic_decorators__.field_validators.values():
-        if dec.info.mode == "before" and dec.cls_var_name == "_env_strings":
-            envs.update(dec.info.fields)
-    return times, envs
-
-
-def _allow_file_spellings(schema: dict[str, Any], models: dict[str, type[BaseModel]]) -> None:
-    for name, model in models.items():
-        node = schema if name == next(iter(models)) else schema.get("$defs", {}).get(name)
-        if node is None:
-            continue
-        times, envs = _before_converted(model)
-        props = node.get("properties", {})
-        for key in times & set(props):
-            prop = props[key]
-            minutes = {"type": "integer", "minimum": 1, "description": "minutes"}
-            if "anyOf" in prop:
-                prop["anyOf"].insert(0, minutes)
-            else:
-                kept = {k: prop.pop(k) for k in ("type",) if k in prop}
-                prop["anyOf"] = [kept, minutes]
-            prop.setdefault("description", "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS")
-        for key in envs & set(props):
-            props[key]["additionalProperties"] = dict(_SCALAR)
+def _allow_file_spellings(defs: dict[str, Any], models: dict[str, mi.StructType]) -> None:
+    for name, info in models.items():
+        props = defs[name].get("properties", {})
+        for f in info.fields:
+            befores = _befores(f.type)
+            prop = props[f.name]
+            if rules.minutes_as_text in befores:
+                minutes = {"type": "integer", "minimum": 1, "description": "minutes"}
+                if "anyOf" in prop:
+                    prop["anyOf"].insert(0, minutes)
+                else:
+                    kept = {k: prop.pop(k) for k in ("type",) if k in prop}
+                    prop["anyOf"] = [kept, minutes]
+                prop.setdefault("description", "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS")
+            if rules.env_strings in befores:
+                prop["additionalProperties"] = dict(_SCALAR)
 
 
 def _partial(node: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +94,12 @@ def schema(kind: str) -> dict[str, Any]:
         title, about = "hpclaunch recipe", "A recipe.yaml (docs/recipes.md)."
     else:
         raise ConfigError(f"no schema for {kind!r}", hint=f"one of: {', '.join(KINDS)}")
-    out: dict[str, Any] = model.model_json_schema(mode="validation")
-    _allow_file_spellings(out, _models(model))
+    made = msgspec.json.schema(model)
+    defs: dict[str, Any] = made["$defs"]
+    _allow_file_spellings(defs, _structs(mi.type_info(model), {}))
+    out: dict[str, Any] = defs.pop(model.__name__)
+    if defs:
+        out["$defs"] = defs
     out["required"] = [k for k in out.get("required", []) if k != "name"]
     out["properties"]["name"]["description"] = f"default: the {kind} file's {'name' if kind == 'profile' else 'folder'}"
     if kind == "recipe":

@@ -1,13 +1,9 @@
 """Recipes: what to train (model, tokenizer, dataset), how (launcher, hyper-parameters) and presets."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from hpclaunch.config import rules
-from hpclaunch.config.base import SlurmTimeText, StrictModel
+from hpclaunch.config.base import Meta, SlurmTimeText, StrictModel
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.backends import LAUNCHER_NAMES
 
@@ -17,168 +13,239 @@ else:
     Launcher = Literal[LAUNCHER_NAMES]  # the names in hpclaunch/core/backends.py
 
 
-class ModelSpec(StrictModel):
-    repo: str | None = Field(None, description="hub repo id, e.g. gpt2; staged into the asset store")
-    revision: str = Field("main", description="hub revision (branch, tag or commit) of the model")
-    source: Literal["hub", "generate"] = Field(
-        "hub", description="hub: staged weights; generate: built from `config` (random init, no network)")
-    model_type: str | None = Field(None, description="transformers model type for source: generate")
-    config: dict[str, Any] = Field({}, description="model config keys (generate) or overrides (hub)")
-    override_config: str | None = Field(None, description="override_config.json (seed 000), relative to the recipe")
+class ModelSpec(StrictModel, frozen=True, kw_only=True):
+    repo: Annotated[str | None, Meta(description="hub repo id, e.g. gpt2; staged into the asset store")] = None
+    revision: Annotated[str, Meta(description="hub revision (branch, tag or commit) of the model")] = "main"
+    source: Annotated[
+        Literal["hub", "generate"],
+        Meta(description="hub: staged weights; generate: built from `config` (random init, no network)"),
+    ] = "hub"
+    model_type: Annotated[str | None, Meta(description="transformers model type for source: generate")] = None
+    config: Annotated[dict[str, Any], Meta(description="model config keys (generate) or overrides (hub)")] = {}
+    override_config: Annotated[
+        str | None, Meta(description="override_config.json (seed 000), relative to the recipe")
+    ] = None
 
-    @model_validator(mode="after")
-    def _source(self) -> ModelSpec:
+    def __post_init__(self) -> None:
         rules.model_source(self)
-        return self
 
 
-class TokenizerSpec(StrictModel):
-    repo: str | None = Field(None, description="hub repo id; default: the model's repo")
-    revision: str = Field("main", description="hub revision of the tokenizer")
-    source: Literal["hub", "train"] = Field("hub", description="train: a tokenizer trained locally on the corpus")
-    kind: Literal["bpe", "wordpiece"] = Field("bpe", description="the kind of tokenizer trained for source: train")
-    vocab_size: int = Field(1024, description="vocabulary size of a trained tokenizer")
+class TokenizerSpec(StrictModel, frozen=True, kw_only=True):
+    repo: Annotated[str | None, Meta(description="hub repo id; default: the model's repo")] = None
+    revision: Annotated[str, Meta(description="hub revision of the tokenizer")] = "main"
+    source: Annotated[Literal["hub", "train"], Meta(description="train: a tokenizer trained locally on the corpus")] = (
+        "hub"
+    )
+    kind: Annotated[
+        Literal["bpe", "wordpiece"], Meta(description="the kind of tokenizer trained for source: train")
+    ] = "bpe"
+    vocab_size: Annotated[int, Meta(description="vocabulary size of a trained tokenizer")] = 1024
 
 
-class DatasetSpec(StrictModel):
-    repo: str | None = Field(None, description="hub dataset id, e.g. wikitext")
-    name: str | None = Field(None, description="the dataset config, e.g. wikitext-103-raw-v1")
-    revision: str = Field("main", description="hub revision of the dataset")
-    source: Literal["hub", "builtin"] = Field(
-        "hub", description="builtin: a small public-domain corpus that ships with a Python package")
-    corpus: str | None = Field(None, description="builtin corpus name, e.g. shakespeare")
-    text_column: str = Field("text", description="the column that holds the text")
-    train_split: str = Field("train", description="the split trained on")
-    eval_split: str | None = Field("validation", description="the split evaluated on (null: no eval)")
+class DatasetSpec(StrictModel, frozen=True, kw_only=True):
+    repo: Annotated[str | None, Meta(description="hub dataset id, e.g. wikitext")] = None
+    name: Annotated[str | None, Meta(description="the dataset config, e.g. wikitext-103-raw-v1")] = None
+    revision: Annotated[str, Meta(description="hub revision of the dataset")] = "main"
+    source: Annotated[
+        Literal["hub", "builtin"],
+        Meta(description="builtin: a small public-domain corpus that ships with a Python package"),
+    ] = "hub"
+    corpus: Annotated[str | None, Meta(description="builtin corpus name, e.g. shakespeare")] = None
+    text_column: Annotated[str, Meta(description="the column that holds the text")] = "text"
+    train_split: Annotated[str, Meta(description="the split trained on")] = "train"
+    eval_split: Annotated[str | None, Meta(description="the split evaluated on (null: no eval)")] = "validation"
 
-    @model_validator(mode="after")
-    def _source(self) -> DatasetSpec:
+    def __post_init__(self) -> None:
         rules.dataset_source(self)
-        return self
 
 
-class TrainSpec(StrictModel):
-    micro_batch_size: int = Field(8, ge=1, description="samples per rank per forward pass")
-    grad_accum: int | None = Field(
-        None, ge=1, description="micro-batches per optimizer step (default: from global_batch_size, else 1)")
-    global_batch_size: int | None = Field(None, ge=1, description="micro_batch_size x grad_accum x data-parallel size")
-    seq_len: int = Field(128, ge=1, description="tokens per sample")
-    lr: float = Field(3e-4, gt=0, description="peak learning rate")
-    min_lr: float = Field(0.0, ge=0, description="learning rate at the end of the cosine decay")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
-    adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas (GPT-2 and seed 003: 0.9, 0.95)")
-    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
-    warmup_steps: int = Field(0, ge=0, description="linear warm-up steps before the decay")
-    max_steps: int = Field(100, ge=1, description="optimizer steps to train")
-    grad_clip: float | None = Field(1.0, gt=0, description="clip the gradient norm to this (null: no clipping)")
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = Field("auto",
-        description="auto: bf16 where supported, fp16 on V100, fp32 on CPU")
-    deterministic: bool = Field(False, description="deterministic kernels, no TF32 (the parity presets)")
-    seed: int = Field(1234, description="random seed (the same on every rank)")
-    dropout: float | None = Field(None, ge=0, le=1, description="set every dropout of the model; 0 for parity runs")
-    activation_checkpointing: bool = Field(False, description="recompute activations in backward (less memory)")
-    compile: bool = Field(False, description="torch.compile the model")
-    log_every: int = Field(10, ge=1, description="steps between metric records")
-    eval_every: int = Field(0, ge=0, description="0: eval only at the end")
-    eval_steps: int = Field(10, ge=0, description="batches per evaluation")
-    save_every: int = Field(0, ge=0, description="0: checkpoint only at the end")
-    mlm_probability: float = Field(0.15, gt=0, lt=1, description="share of tokens masked (task: masked-lm)")
-    num_workers: int = Field(0, ge=0, description="DataLoader worker processes per rank")
-    threads_per_rank: int | None = Field(None, ge=1, description="torch threads per rank on CPU")
+class TrainSpec(StrictModel, frozen=True, kw_only=True):
+    micro_batch_size: Annotated[int, Meta(ge=1, description="samples per rank per forward pass")] = 8
+    grad_accum: Annotated[
+        Annotated[int, Meta(ge=1)] | None,
+        Meta(description="micro-batches per optimizer step (default: from global_batch_size, else 1)"),
+    ] = None
+    global_batch_size: Annotated[
+        Annotated[int, Meta(ge=1)] | None, Meta(description="micro_batch_size x grad_accum x data-parallel size")
+    ] = None
+    seq_len: Annotated[int, Meta(ge=1, description="tokens per sample")] = 128
+    lr: Annotated[float, Meta(gt=0, description="peak learning rate")] = 3e-4
+    min_lr: Annotated[float, Meta(ge=0, description="learning rate at the end of the cosine decay")] = 0.0
+    weight_decay: Annotated[float, Meta(ge=0, description="AdamW weight decay")] = 0.0
+    adam_betas: Annotated[tuple[float, float], Meta(description="AdamW betas (GPT-2 and seed 003: 0.9, 0.95)")] = (
+        0.9,
+        0.95,
+    )
+    adam_eps: Annotated[float, Meta(gt=0, description="AdamW epsilon")] = 1e-8
+    warmup_steps: Annotated[int, Meta(ge=0, description="linear warm-up steps before the decay")] = 0
+    max_steps: Annotated[int, Meta(ge=1, description="optimizer steps to train")] = 100
+    grad_clip: Annotated[
+        Annotated[float, Meta(gt=0)] | None, Meta(description="clip the gradient norm to this (null: no clipping)")
+    ] = 1.0
+    precision: Annotated[
+        Literal["auto", "bf16", "fp16", "fp32"],
+        Meta(description="auto: bf16 where supported, fp16 on V100, fp32 on CPU"),
+    ] = "auto"
+    deterministic: Annotated[bool, Meta(description="deterministic kernels, no TF32 (the parity presets)")] = False
+    seed: Annotated[int, Meta(description="random seed (the same on every rank)")] = 1234
+    dropout: Annotated[
+        Annotated[float, Meta(ge=0, le=1)] | None, Meta(description="set every dropout of the model; 0 for parity runs")
+    ] = None
+    activation_checkpointing: Annotated[bool, Meta(description="recompute activations in backward (less memory)")] = (
+        False
+    )
+    compile: Annotated[bool, Meta(description="torch.compile the model")] = False
+    log_every: Annotated[int, Meta(ge=1, description="steps between metric records")] = 10
+    eval_every: Annotated[int, Meta(ge=0, description="0: eval only at the end")] = 0
+    eval_steps: Annotated[int, Meta(ge=0, description="batches per evaluation")] = 10
+    save_every: Annotated[int, Meta(ge=0, description="0: checkpoint only at the end")] = 0
+    mlm_probability: Annotated[float, Meta(gt=0, lt=1, description="share of tokens masked (task: masked-lm)")] = 0.15
+    num_workers: Annotated[int, Meta(ge=0, description="DataLoader worker processes per rank")] = 0
+    threads_per_rank: Annotated[
+        Annotated[int, Meta(ge=1)] | None, Meta(description="torch threads per rank on CPU")
+    ] = None
 
 
-class DeepSpeedSpec(StrictModel):
-    zero_stage: int = Field(2, ge=0, le=3, description="ZeRO stage 0-3")
-    offload_optimizer: bool = Field(False, description="keep the optimizer state in CPU memory")
-    offload_param: bool = Field(False, description="keep the parameters in CPU memory (ZeRO-3)")
-    leaf_modules: tuple[str, ...] = Field((), description="module class names kept whole under ZeRO-3 (MoE blocks)")
-    config: dict[str, Any] = Field({}, description="raw ds_config.json keys merged over the generated ones")
+class DeepSpeedSpec(StrictModel, frozen=True, kw_only=True):
+    zero_stage: Annotated[int, Meta(ge=0, le=3, description="ZeRO stage 0-3")] = 2
+    offload_optimizer: Annotated[bool, Meta(description="keep the optimizer state in CPU memory")] = False
+    offload_param: Annotated[bool, Meta(description="keep the parameters in CPU memory (ZeRO-3)")] = False
+    leaf_modules: Annotated[
+        tuple[str, ...], Meta(description="module class names kept whole under ZeRO-3 (MoE blocks)")
+    ] = ()
+    config: Annotated[dict[str, Any], Meta(description="raw ds_config.json keys merged over the generated ones")] = {}
 
 
-class ParallelSpec(StrictModel):
+class ParallelSpec(StrictModel, frozen=True, kw_only=True):
     """How a model replica is split: MindSpore's parallel config (seed 004) under msrun; tensor x data parallel
     (model_parallel ranks per replica, hpclaunch/runtime/train/tensor_parallel.py) under torchrun."""
 
-    data_parallel: int | None = Field(None, ge=1, description="default: devices / (model_parallel x pipeline_stage)")
-    model_parallel: int = Field(1, ge=1, description="tensor-parallel degree")
-    pipeline_stage: int = Field(1, ge=1, description="pipeline stages")
-    micro_batch_num: int = Field(1, ge=1, description="micro-batches per pipeline step")
-    optimizer_shard: bool = Field(False, description="shard the optimizer state across data-parallel ranks")
-    recompute: bool = Field(False, description="recompute activations in the backward pass")
-    vocab_emb_dp: bool = Field(True, description="the vocabulary embedding data-parallel (not model-parallel)")
-    implemented: tuple[Literal["data", "model", "pipeline", "optimizer_shard"], ...] = Field(
-        ("data",), description="what the recipe's script implements; model_parallel or pipeline_stage above 1, "
-                               "or optimizer_shard, is refused before queueing unless listed here")
+    data_parallel: Annotated[
+        Annotated[int, Meta(ge=1)] | None, Meta(description="default: devices / (model_parallel x pipeline_stage)")
+    ] = None
+    model_parallel: Annotated[int, Meta(ge=1, description="tensor-parallel degree")] = 1
+    pipeline_stage: Annotated[int, Meta(ge=1, description="pipeline stages")] = 1
+    micro_batch_num: Annotated[int, Meta(ge=1, description="micro-batches per pipeline step")] = 1
+    optimizer_shard: Annotated[bool, Meta(description="shard the optimizer state across data-parallel ranks")] = False
+    recompute: Annotated[bool, Meta(description="recompute activations in the backward pass")] = False
+    vocab_emb_dp: Annotated[bool, Meta(description="the vocabulary embedding data-parallel (not model-parallel)")] = (
+        True
+    )
+    implemented: Annotated[
+        tuple[Literal["data", "model", "pipeline", "optimizer_shard"], ...],
+        Meta(
+            description="what the recipe's script implements; model_parallel or pipeline_stage above 1, "
+            "or optimizer_shard, is refused before queueing unless listed here"
+        ),
+    ] = ("data",)
 
 
-class MsrunSpec(StrictModel):
-    cluster_time_out: int = Field(600, ge=1, description="seconds msrun waits for every node to join")
-    master_port: int | None = Field(None, ge=1024, le=65535, description="default: derived from the job id")
+class MsrunSpec(StrictModel, frozen=True, kw_only=True):
+    cluster_time_out: Annotated[int, Meta(ge=1, description="seconds msrun waits for every node to join")] = 600
+    master_port: Annotated[
+        Annotated[int, Meta(ge=1024, le=65535)] | None, Meta(description="default: derived from the job id")
+    ] = None
 
 
-class WatchdogSpec(StrictModel):
+class WatchdogSpec(StrictModel, frozen=True, kw_only=True):
     """The hang watchdog for this recipe; unset keys take the profile's watchdog settings."""
 
-    enabled: bool | None = Field(None, description="turn the hang watchdog on or off (default: the profile's)")
-    timeout: float | None = Field(None, gt=0, le=14 * 86400,
-                                  description="seconds without progress before the job is ended as hung (fixed)")
-    init_timeout: float | None = Field(None, gt=0, le=14 * 86400, description="seconds allowed before the first step")
+    enabled: Annotated[bool | None, Meta(description="turn the hang watchdog on or off (default: the profile's)")] = (
+        None
+    )
+    timeout: Annotated[
+        Annotated[float, Meta(gt=0, le=14 * 86400)] | None,
+        Meta(description="seconds without progress before the job is ended as hung (fixed)"),
+    ] = None
+    init_timeout: Annotated[
+        Annotated[float, Meta(gt=0, le=14 * 86400)] | None, Meta(description="seconds allowed before the first step")
+    ] = None
 
 
-class ResourcesSpec(StrictModel):
+class ResourcesSpec(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
 
-    cpus_per_task: int | None = Field(None, ge=1, description="CPUs per node (one task per node); default: the "
-                                      "node's cpus_per_node x devices asked / devices per node (floor, at least 1)")
-    mem_per_device: str | None = Field(None, description="memory per device, e.g. 64G (K, M, G or T; M without a "
-                                       "unit), asked x devices per node; default: the same share of the node's "
-                                       "memory_gb, all of it on a whole node")
+    cpus_per_task: Annotated[
+        Annotated[int, Meta(ge=1)] | None,
+        Meta(
+            description="CPUs per node (one task per node); default: the "
+            "node's cpus_per_node x devices asked / devices per node (floor, at least 1)"
+        ),
+    ] = None
+    mem_per_device: Annotated[
+        str | None,
+        Meta(
+            extra={"before": rules.memory_size},
+            description="memory per device, e.g. 64G (K, M, G or T; M without a "
+            "unit), asked x devices per node; default: the same share of the node's "
+            "memory_gb, all of it on a whole node"
+        ),
+    ] = None
 
-    @field_validator("mem_per_device", mode="before")
-    @classmethod
-    def _size(cls, v: object) -> object:
-        return rules.memory_size(v)
 
-
-class CheckpointSpec(StrictModel):
+class CheckpointSpec(StrictModel, frozen=True, kw_only=True):
     """Whether the script resumes: it decides whether a job stopped by preemption or the time limit requeues."""
 
-    resumable: bool | None = Field(None, description="the script saves a checkpoint on SIGUSR1 and resumes from "
-                                   "the newest when it starts again: a stopped job requeues itself; default: true "
-                                   "for a recipe folder, false for your own script (submit SCRIPT.py)")
+    resumable: Annotated[
+        bool | None,
+        Meta(
+            description="the script saves a checkpoint on SIGUSR1 and resumes from "
+            "the newest when it starts again: a stopped job requeues itself; default: true "
+            "for a recipe folder, false for your own script (submit SCRIPT.py)"
+        ),
+    ] = None
 
 
-class Recipe(StrictModel):
-    name: str = Field(description="the recipe's name (default: its folder's name; the job name unless --name)")
-    description: str = Field("", description="one line for `hpclaunch recipes list`")
-    script: str = Field(description="the training script, relative to the recipe folder")
-    launcher: Launcher = Field(description="what starts the ranks on each node: torchrun, deepspeed or msrun")
-    task: Literal["causal-lm", "masked-lm", "test"] = Field("causal-lm",
-        description="causal-lm, masked-lm, or test (the script does it all)")
-    model: ModelSpec | None = Field(None, description="the model to train")
-    tokenizer: TokenizerSpec | None = Field(None, description="the tokenizer (default: the model's)")
-    dataset: DatasetSpec | None = Field(None, description="the training data")
-    layout: str | None = Field(None, description="default layout, e.g. 1n8g")
-    partition: str | None = Field(None, description="default: the profile's default_partition")
-    time: SlurmTimeText | None = Field(None, description="time limit, e.g. 04:00:00 (default: the profile's)")
-    train: TrainSpec = Field(TrainSpec(), description="hyper-parameters")
-    deepspeed: DeepSpeedSpec | None = Field(None, description="DeepSpeed settings (launcher: deepspeed)")
-    parallel: ParallelSpec | None = Field(None, description="MindSpore's parallel (msrun); tensor x data (torchrun)")
-    msrun: MsrunSpec | None = Field(None, description="msrun settings (launcher: msrun)")
-    watchdog: WatchdogSpec = Field(WatchdogSpec(), description="the hang watchdog, over the profile's settings")
-    tracking: TrackingSpec = Field(TrackingSpec(), description="experiment trackers (W&B), over the profile's")
-    resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and memory per node (default: the share "
-                                     "of the node that the devices asked are)")
-    checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="whether the script resumes from its "
-                                       "checkpoints (a stopped job requeues only then)")
-    args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
-    adhoc: bool = Field(False, description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
-                                           "the script alone, which gets only `args` (its config is in "
-                                           "$HPCLAUNCH_CONFIG, not in a --config argument)")
-    env: dict[str, str] = Field({}, description="environment variables for the job")
-    python_env: str | None = Field(None, description="a named environment the profile must provide (e.g. mindspore)")
+class Recipe(StrictModel, frozen=True, kw_only=True):
+    name: Annotated[str, Meta(description="the recipe's name (default: its folder's name; the job name unless --name)")]
+    description: Annotated[str, Meta(description="one line for `hpclaunch recipes list`")] = ""
+    script: Annotated[str, Meta(description="the training script, relative to the recipe folder")]
+    launcher: Annotated[Launcher, Meta(description="what starts the ranks on each node: torchrun, deepspeed or msrun")]
+    task: Annotated[
+        Literal["causal-lm", "masked-lm", "test"],
+        Meta(description="causal-lm, masked-lm, or test (the script does it all)"),
+    ] = "causal-lm"
+    model: Annotated[ModelSpec | None, Meta(description="the model to train")] = None
+    tokenizer: Annotated[TokenizerSpec | None, Meta(description="the tokenizer (default: the model's)")] = None
+    dataset: Annotated[DatasetSpec | None, Meta(description="the training data")] = None
+    layout: Annotated[str | None, Meta(description="default layout, e.g. 1n8g")] = None
+    partition: Annotated[str | None, Meta(description="default: the profile's default_partition")] = None
+    time: Annotated[SlurmTimeText | None, Meta(description="time limit, e.g. 04:00:00 (default: the profile's)")] = None
+    train: Annotated[TrainSpec, Meta(description="hyper-parameters")] = TrainSpec()
+    deepspeed: Annotated[DeepSpeedSpec | None, Meta(description="DeepSpeed settings (launcher: deepspeed)")] = None
+    parallel: Annotated[
+        ParallelSpec | None, Meta(description="MindSpore's parallel (msrun); tensor x data (torchrun)")
+    ] = None
+    msrun: Annotated[MsrunSpec | None, Meta(description="msrun settings (launcher: msrun)")] = None
+    watchdog: Annotated[WatchdogSpec, Meta(description="the hang watchdog, over the profile's settings")] = (
+        WatchdogSpec()
+    )
+    tracking: Annotated[TrackingSpec, Meta(description="experiment trackers (W&B), over the profile's")] = (
+        TrackingSpec()
+    )
+    resources: Annotated[
+        ResourcesSpec,
+        Meta(description="CPUs and memory per node (default: the share of the node that the devices asked are)"),
+    ] = ResourcesSpec()
+    checkpoint: Annotated[
+        CheckpointSpec,
+        Meta(description="whether the script resumes from its checkpoints (a stopped job requeues only then)"),
+    ] = CheckpointSpec()
+    args: Annotated[
+        tuple[str, ...], Meta(description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
+    ] = ()
+    adhoc: Annotated[
+        bool,
+        Meta(
+            description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
+            "the script alone, which gets only `args` (its config is in "
+            "$HPCLAUNCH_CONFIG, not in a --config argument)"
+        ),
+    ] = False
+    env: Annotated[dict[str, str], Meta(description="environment variables for the job")] = {}
+    python_env: Annotated[
+        str | None, Meta(description="a named environment the profile must provide (e.g. mindspore)")
+    ] = None
 
-    @model_validator(mode="after")
-    def _launcher_sections(self) -> Recipe:
+    def __post_init__(self) -> None:
         rules.launcher_sections(self)
-        return self

@@ -1,13 +1,12 @@
-"""The checks and the behaviour of the config models that are not pydantic's: shared by the pydantic
-models (hpclaunch/config/profile.py, recipe.py, jobspec.py) and the light records of
-hpclaunch/config/light.py, so both run the very same code. Imports nothing heavy (no pydantic, no yaml
-at import time).
+"""The checks of the config models (hpclaunch/config/profile.py, recipe.py, tracking.py) beyond types and
+bounds: value checks named in a field's metadata ("before"/"check", hpclaunch/config/base.py) and the checks
+across fields that the models' `__post_init__` run. Each raises ValueError with the message the user sees.
+Imports nothing heavy (no yaml at import time).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from hpclaunch.config.memsize import parse_size
@@ -206,22 +205,13 @@ def launcher_sections(r: Any) -> None:
 MINDSPORE_ONLY = ("micro_batch_num", "optimizer_shard", "recompute", "vocab_emb_dp")
 
 
-def _parallel_default(key: str) -> Any:
-    """ParallelSpec's default of `key`, from the field table generated off the model (this module cannot import
-    the models it validates)."""
-    from hpclaunch.config.light_schema import MODELS
-
-    table: Any = MODELS["ParallelSpec"]
-    (default,) = [f[3] for f in table["fields"] if f[0] == key]
-    return default[1]
-
-
 def torch_parallel(par: Any) -> None:
     """A torch recipe's parallel section: tensor x data parallel only (hpclaunch/runtime/train/tensor_parallel.py)."""
     if par.pipeline_stage > 1:
         raise ValueError(f"parallel.pipeline_stage={par.pipeline_stage}: the torch recipes implement tensor and "
                          "data parallelism, not pipeline stages; set pipeline_stage=1 and use model_parallel")
-    set_keys = [f"{k}={getattr(par, k)}" for k in MINDSPORE_ONLY if getattr(par, k) != _parallel_default(k)]
+    defaults = type(par)()
+    set_keys = [f"{k}={getattr(par, k)}" for k in MINDSPORE_ONLY if getattr(par, k) != getattr(defaults, k)]
     if set_keys:
         raise ValueError(f"parallel: {', '.join(set_keys)} are MindSpore settings (launcher msrun) that torchrun "
                          "would ignore: remove them (train.activation_checkpointing is the torch recompute)")
@@ -229,53 +219,3 @@ def torch_parallel(par: Any) -> None:
 
 # ds_config keys a client optimizer / scheduler overrides (deepspeed.initialize(optimizer=, lr_scheduler=))
 DS_CLIENT_KEYS = frozenset({"optimizer", "scheduler"})
-
-
-# --- behaviour (methods and properties), mixed into the pydantic models and the light records ------
-
-
-class ProfileMethods:
-    __slots__ = ()
-
-    def python_env_for(self, name: str | None) -> Any:
-        if name is None:
-            return self.python  # type: ignore[attr-defined]
-        envs = self.python_envs  # type: ignore[attr-defined]
-        if name not in envs:
-            known = ", ".join(sorted(envs)) or "none"
-            raise ValueError(f"the recipe needs python environment {name!r}, which profile "
-                             f"{self.name!r} does not define under python_envs (defined: {known})")  # type: ignore[attr-defined]
-        return envs[name]
-
-    @property
-    def visible_devices_var(self) -> str | None:
-        return VISIBLE_DEVICES_VAR[self.accelerator]  # type: ignore[attr-defined]
-
-
-class JobSpecMethods:
-    __slots__ = ()
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node  # type: ignore[attr-defined]
-
-    @property
-    def layout(self) -> str:
-        return f"{self.nodes}n{self.gpus_per_node}g"  # type: ignore[attr-defined]
-
-    @property
-    def partition_spec(self) -> Any:
-        return self.profile.partitions[self.partition]  # type: ignore[attr-defined]
-
-    @property
-    def python_env(self) -> Any:
-        return self.profile.python_env_for(self.recipe.python_env)  # type: ignore[attr-defined]
-
-    @property
-    def script_path(self) -> Path:
-        return Path(self.recipe_dir) / self.recipe.script  # type: ignore[attr-defined]
-
-    def to_yaml(self) -> str:
-        import yaml
-
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)  # type: ignore[attr-defined]

@@ -13,37 +13,26 @@ A profile's section gives the site's defaults (an entity, offline because comput
 recipe's keys (and --set tracking.wandb.KEY=...) win key by key.
 """
 
-from __future__ import annotations
-
-from typing import Literal
-
-from pydantic import Field, field_validator
+from typing import Annotated, Literal
 
 from hpclaunch.config import rules
-from hpclaunch.config.base import StrictModel
+from hpclaunch.config.base import Meta, StrictModel
 
 WandbMode = Literal["offline", "online", "disabled"]
+#: a W&B project, entity or group name
+WandbName = Annotated[str, Meta(extra={"check": rules.wandb_name})]
 
 
-class WandbSpec(StrictModel):
-    project: str | None = Field(None, description="W&B project; setting one turns W&B on")
-    entity: str | None = Field(None, description="W&B user or team (default: the API key's)")
-    group: str | None = Field(None, description="W&B run group (default: the sweep, for a sweep's elements)")
-    tags: tuple[str, ...] = Field((), description="W&B run tags")
-    mode: WandbMode | None = Field(None, description="offline (default): written into the run directory, "
-                                                     "uploaded by `hpclaunch sync JOB` from a node with network; "
-                                                     "online: streamed from the job; disabled: off")
-
-    @field_validator("project", "entity", "group")
-    @classmethod
-    def _name(cls, v: str | None) -> str | None:
-        return rules.wandb_name(v)
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return rules.wandb_tags(v)
+class WandbSpec(StrictModel, frozen=True, kw_only=True):
+    project: Annotated[WandbName | None, Meta(description="W&B project; setting one turns W&B on")] = None
+    entity: Annotated[WandbName | None, Meta(description="W&B user or team (default: the API key's)")] = None
+    group: Annotated[WandbName | None, Meta(description="W&B run group (default: the sweep, for a sweep's elements)")
+                     ] = None
+    tags: Annotated[tuple[str, ...], Meta(description="W&B run tags", extra={"check": rules.wandb_tags})] = ()
+    mode: Annotated[WandbMode | None, Meta(description="offline (default): written into the run directory, "
+                                                       "uploaded by `hpclaunch sync JOB` from a node with network; "
+                                                       "online: streamed from the job; disabled: off")] = None
 
 
-class TrackingSpec(StrictModel):
-    wandb: WandbSpec | None = Field(None, description="Weights & Biases (offline by default)")
+class TrackingSpec(StrictModel, frozen=True, kw_only=True):
+    wandb: Annotated[WandbSpec | None, Meta(description="Weights & Biases (offline by default)")] = None

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config import light
 from hpclaunch.config.precision import precision_for
+from hpclaunch.config.recipe import DeepSpeedSpec
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
 from hpclaunch.state.runfiles import DS_CONFIG, RunFiles
@@ -27,8 +27,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def ds_config(spec: JobSpec) -> dict[str, Any]:
-    # a recipe without a deepspeed: section gets the defaults (a light record: no pydantic on this path)
-    ds = spec.recipe.deepspeed or light.validate("DeepSpeedSpec", {})
+    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # a recipe without a deepspeed: section gets the defaults
     train = spec.recipe.train
     precision = precision_for(spec)
     zero: dict[str, Any] = {"stage": ds.zero_stage}

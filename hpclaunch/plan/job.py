@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
 
 def setup_of(spec: JobSpec) -> Setup:
-    from hpclaunch.config import light
     from hpclaunch.config.precision import precision_for
+    from hpclaunch.config.recipe import DeepSpeedSpec
 
-    ds = spec.recipe.deepspeed or light.validate("DeepSpeedSpec", {})  # the launcher's defaults
+    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # the launcher's defaults
     deepspeed = spec.recipe.launcher == "deepspeed"
     t = spec.recipe.train
     par = spec.recipe.parallel

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.config.base import dump
 from hpclaunch.core import cache
 from hpclaunch.core.paths import search_dirs
 from hpclaunch.core.shell import ShellExpr, oneline, quote, shell_path
@@ -144,7 +145,7 @@ def render(spec: JobSpec, run_dir: Path) -> Rendered:
 def _cache_key(spec: JobSpec, run_dir: str) -> str:
     """Everything a render reads: the spec (its run-dir paths as the placeholder), every template file on
     the search path, and hpclaunch's code (a changed file, an upgrade: another key)."""
-    dumped = json.dumps(spec.model_dump(mode="json"), sort_keys=True).replace(run_dir, _PLACEHOLDER)
+    dumped = json.dumps(dump(spec), sort_keys=True).replace(run_dir, _PLACEHOLDER)
     templates = []
     for folder in _template_dirs(spec):
         for f in sorted(folder.rglob("*.j2")) if folder.is_dir() else []:

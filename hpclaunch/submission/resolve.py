@@ -10,10 +10,6 @@ Precedence, highest first (rule 1 of the design):
     > code defaults
 
 Profile limits are checked here with the numbers in the message; they are never silently clipped.
-
-`resolve(..., light=True)` (what `hpclaunch submit` uses) validates with the light records of
-config/light.py instead of the pydantic models, and goes the pydantic way whenever they cannot vouch for
-a value: same result, same errors, without importing pydantic for a config that is valid.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.layout import Layout, parse_layout
-from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
+from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source
 from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
@@ -34,7 +30,6 @@ from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.errors import ConfigError, LimitError, NotFoundError
 
 if TYPE_CHECKING:
-    from hpclaunch.config.base import Locator
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
     from hpclaunch.config.recipe import Recipe
@@ -109,47 +104,16 @@ def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
-class _Pydantic:
-    """Validation through the pydantic models: the reference, and the only source of error messages."""
-
-    @staticmethod
-    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
-        from hpclaunch.config.base import validate
-        from hpclaunch.config.recipe import Recipe
-
-        return validate(Recipe, data, file=file, locate=locate)
-
-    @staticmethod
-    def jobspec(**values: Any) -> JobSpec:
-        from hpclaunch.config.jobspec import JobSpec
-
-        return JobSpec(**values)
-
-
-class _Light:
-    """Validation through the light records; raises light.Unsure where pydantic must decide."""
-
-    @staticmethod
-    def recipe(data: dict[str, Any], file: str, locate: Locator) -> Recipe:
-        from hpclaunch.config import light
-
-        return light.validate("Recipe", data)
-
-    @staticmethod
-    def jobspec(**values: Any) -> JobSpec:
-        from hpclaunch.config import light
-
-        return light.validate("JobSpec", values)
-
-
 def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
     """Recipe + preset + --set -> a validated Recipe; errors name the layer a bad value came from."""
-    return _merge_recipe(src, preset, sets, _Pydantic)
+    return _merge_recipe(src, preset, sets)
 
 
 def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
-                  models: type[_Pydantic] | type[_Light],
                   script_args: Sequence[str] | None = None) -> tuple[Recipe, str | None]:
+    from hpclaunch.config.base import validate
+    from hpclaunch.config.recipe import Recipe
+
     data = dict(src.data)
     presets = data.pop("presets", {}) or {}
     default_preset = data.pop("default_preset", None)
@@ -190,7 +154,7 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
             return f"{src.file} (presets.{chosen})"
         return str(src.file)
 
-    recipe = models.recipe(merged, str(src.file), locate)
+    recipe = validate(Recipe, merged, file=str(src.file), locate=locate)
     for name, over in presets.items():
         if name != chosen and over:
             # every preset is checked at load, not only the one chosen: a broken `full` preset is found
@@ -198,7 +162,7 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
             def in_preset(loc: tuple[Any, ...], name: str = name, over: dict[str, Any] = over) -> str:
                 return f"{src.file} (presets.{name})" if _has(over, loc) else str(src.file)
 
-            models.recipe(deep_merge(data, over), str(src.file), in_preset)
+            validate(Recipe, deep_merge(data, over), file=str(src.file), locate=in_preset)
     return recipe, chosen
 
 
@@ -421,12 +385,10 @@ def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
 
 
 def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> JobSpec:
-    return _resolve_parts(profile, src, cli, _Pydantic)
+    from hpclaunch.config.base import validate
+    from hpclaunch.config.jobspec import JobSpec
 
-
-def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
-                   models: type[_Pydantic] | type[_Light]) -> JobSpec:
-    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, models, cli.script_args)
+    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, cli.script_args)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
         raise NotFoundError("partition", partition, profile.partitions,
@@ -444,33 +406,19 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
     name = cli.name or recipe.name
     if not _JOB_NAME.match(name):
         raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
-    return models.jobspec(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
-                          partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
-                          grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
-                          sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
-                          resources=_resources(cli, recipe, profile, partition, layout),
-                          resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None
-                          else recipe.checkpoint.resumable,
-                          tracking={"wandb": _wandb(recipe, profile)},
-                          inject=_inject(cli), sbatch=_sbatch(cli, profile))
+    values = dict(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
+                  partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
+                  grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
+                  sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                  resources=_resources(cli, recipe, profile, partition, layout),
+                  resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,
+                  tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile))
+    return validate(JobSpec, values, file="(resolved job spec)")
 
 
-def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None, *, light: bool = False) -> JobSpec:
-    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec.
-
-    light: validate with the light records (config/light.py) where they can vouch for every value, and
-    return a light JobSpec then (same fields, same methods, no pydantic import); the pydantic JobSpec
-    otherwise. Errors are the pydantic path's in both cases."""
+def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None) -> JobSpec:
+    """Load the profile and the recipe and merge them with the CLI layer into a JobSpec."""
     cli = cli or CliOverrides()
-    if light:
-        from hpclaunch.config import light as records
-
-        path, data = read_profile(profile_ref)
-        src = recipe_source(recipe_ref, cli)
-        try:
-            return _resolve_parts(records.validate("Profile", data), src, cli, _Light)
-        except records.Unsure:
-            pass  # pydantic decides: the error message, or a value it converts
     return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli)
 
 
@@ -489,7 +437,8 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     profile and recipe are the layers; flags on the command line apply over them (a --set over the
     recorded ones, --layout/--nodes/... over the recorded layout). A preset cannot apply: it was merged
     into the recipe when the file was written."""
-    from hpclaunch.config.base import validate
+    from hpclaunch.config.base import dump, validate
+    from hpclaunch.config.base import replace as with_fields
     from hpclaunch.config.jobspec import load_jobspec
     from hpclaunch.config.profile import Profile
     from hpclaunch.schedulers import get_scheduler
@@ -504,8 +453,8 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     if cli.preset is not None:
         raise ConfigError("--preset cannot apply to a resolved.yaml: its preset was merged into it", file=path,
                           hint="resolve the recipe again with --preset")
-    profile = validate(Profile, saved.profile.model_dump(mode="json"), file=path)
-    recipe = saved.recipe.model_dump(mode="json")
+    profile = validate(Profile, dump(saved.profile), file=path)
+    recipe = dump(saved.recipe)
     src = RecipeSource(dir=Path(saved.recipe_dir), file=Path(path), data=recipe)
     layout = cli.layout if cli.layout is not None else saved.layout
     again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,
@@ -515,4 +464,4 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     # ones apply; all are recorded
     spec = resolve_parts(profile, src, again)
     sbatch = get_scheduler(profile.scheduler).merge_options(saved.sbatch, spec.sbatch)
-    return spec.model_copy(update={"sets": (*saved.sets, *cli.sets), "sbatch": sbatch})
+    return with_fields(spec, sets=(*saved.sets, *cli.sets), sbatch=sbatch)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpclaunch.config.base import replace
 from hpclaunch.core.paths import expand, hpclaunch_home, scratch_root, writable_dir
 from hpclaunch.state.runfiles import SWEEP_SCRIPT, RunFiles, SweepFiles
 
@@ -41,7 +42,7 @@ def new_sweep_dir(spec: JobSpec) -> Path:
 
 def with_recipe_copy(spec: JobSpec, run_dir: Path) -> JobSpec:
     """The spec as the job sees it: it runs the recipe copy kept in the run directory."""
-    return spec.model_copy(update={"recipe_dir": str(RunFiles(run_dir).recipe)})
+    return replace(spec, recipe_dir=str(RunFiles(run_dir).recipe))
 
 
 def recipe_copy(spec: JobSpec) -> tuple[Path, str | None]:

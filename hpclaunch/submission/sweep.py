@@ -147,7 +147,7 @@ def resolve_elements(recipe: str, profile: str, cli: CliOverrides, axes: Sequenc
     for index, values in enumerate(combos):
         sets = (*cli.sets, *(f"{k}={v}" for k, v in values.items()))
         try:
-            spec = resolve(recipe, profile, replace(cli, sets=sets), light=True)
+            spec = resolve(recipe, profile, replace(cli, sets=sets))
         except HpclaunchError as exc:
             raise _element_error(exc, index, len(combos), values) from None
         out.append((values, spec))

@@ -86,7 +86,7 @@ def test_non_editable_install_finds_the_bundled_files(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
-    # the core dependencies (click, jinja2, pydantic, ...) from the environment running the tests, put on the new
+    # the core dependencies (click, jinja2, msgspec, ...) from the environment running the tests, put on the new
     # venv's path by a .pth line: its .pth files (the editable install of this checkout) are not processed there,
     # so `import hpclaunch` can only find the wheel installed below
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],

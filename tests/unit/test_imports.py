@@ -103,9 +103,8 @@ def test_status_and_jobs_import_no_config_models_templates_or_yaml(env, hpc_home
         assert "rich" not in loaded, args  # output is piped here: plain text, no rich
 
 
-def test_a_valid_dry_run_does_not_import_pydantic(env):
-    """A valid config is checked by the light records (hpclaunch/config/light.py); pydantic is imported
-    only to word an error."""
+def test_a_dry_run_does_not_import_pydantic(env):
+    """The config models are msgspec Structs (hpclaunch/config/base.py): no pydantic on the submit path."""
     args = ["submit", "gpt2", "--profile", "guangzhou-a800", "--layout", "2n8g", "--dry-run"]
     loaded = _cli_modules(args, env)
     assert "jinja2" in loaded and "yaml" in loaded  # it really rendered

@@ -11,9 +11,9 @@ from hpclaunch.errors import ConfigError, LimitError, NotFoundError
 from hpclaunch.submission.resolve import CliOverrides, parse_set, resolve
 
 # The valid keys are listed sorted; computed from the models so that new fields do not break the tests.
-PARTITION_KEYS = ", ".join(sorted(Partition.model_fields))
-PROFILE_KEYS = ", ".join(sorted(Profile.model_fields))
-TRAIN_KEYS = ", ".join(sorted(TrainSpec.model_fields))
+PARTITION_KEYS = ", ".join(sorted(Partition.__struct_fields__))
+PROFILE_KEYS = ", ".join(sorted(Profile.__struct_fields__))
+TRAIN_KEYS = ", ".join(sorted(TrainSpec.__struct_fields__))
 
 
 def test_valid_key_lists_hold_the_documented_fields():
@@ -97,6 +97,30 @@ def test_missing_required_key(write_profile, base_profile):
     with pytest.raises(ConfigError) as exc:
         load_profile(str(path))
     assert str(exc.value) == f"{path}: accelerator: required key is missing"
+
+
+def test_every_problem_is_listed_at_once(write_profile, base_profile):
+    """Not only the first: each missing key, failed check, wrong type, check across keys and unknown key, inside
+    nested sections too, with its place and value (five at most, then how many more)."""
+    data = {**base_profile, "modulez": {}, "python": {"conda_env": "a", "venv": "b"},
+            "partitions": {"gpu": {"gpus_per_node": 80, "cpus_per_node": "all"}}}
+    del data["accelerator"]
+    path = write_profile(data)
+    with pytest.raises(ConfigError) as exc:
+        load_profile(str(path))
+    assert str(exc.value).splitlines() == [
+        f"{path}: accelerator: required key is missing",
+        f"{path}: partitions.gpu.gpus_per_node: 80 devices per node is more than any node has (at most 64; 8 is "
+        "usual): a typo? (got 80)",
+        f"{path}: partitions.gpu.cpus_per_node: Input should be a valid integer, unable to parse string as an "
+        "integer (got 'all')",
+        f"{path}: python: set either conda_env or venv, not both",
+        f"{path}: modulez: unknown key; valid keys: {PROFILE_KEYS}",
+    ]
+    data["collective_timeout"] = "soon"
+    with pytest.raises(ConfigError) as exc:
+        load_profile(str(write_profile(data)))
+    assert str(exc.value).splitlines()[-1] == "... and 1 more"
 
 
 def test_backend_that_does_not_fit_the_accelerator(write_profile):

@@ -1,5 +1,5 @@
 """docs/recipes.md lists every recipe key with its description, as scripts/recipe_keys.py reads them off the
-pydantic models: a key added to hpclaunch/config/recipe.py without `python scripts/recipe_keys.py --write`
+models: a key added to hpclaunch/config/recipe.py without `python scripts/recipe_keys.py --write`
 (or without a description) fails here."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def test_every_key_of_every_section_is_listed_with_a_description():
     from hpclaunch.config.recipe import Recipe, TrainSpec
 
     keys = {key: what for key, _, _, what in recipe_keys.rows()}
-    assert {f"train.{name}" for name in TrainSpec.model_fields} <= keys.keys()
-    assert set(Recipe.model_fields) | {"presets", "default_preset"} <= keys.keys()
+    assert {f"train.{name}" for name in TrainSpec.__struct_fields__} <= keys.keys()
+    assert set(Recipe.__struct_fields__) | {"presets", "default_preset"} <= keys.keys()
     assert {"model.repo", "deepspeed.zero_stage", "msrun.master_port", "watchdog.timeout", "adhoc"} <= keys.keys()
     undescribed = sorted(key for key, what in keys.items() if not what.strip())
     assert not undescribed, f"give these fields a description= in hpclaunch/config/recipe.py: {undescribed}"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch.config.base import dump
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.jobs.sync import JobRuns, Segment, check_found
 from hpclaunch.runtime.train.tracking import wandb_run_id
@@ -14,17 +15,16 @@ from hpclaunch.submission.resolve import CliOverrides, resolve
 from tests.unit.test_cli_errors import _assert_clean_failure, _recipe_dir, no_sbatch_path  # noqa: F401
 
 
-def _wandb(write_profile, write_recipe, profile_tracking=None, recipe_tracking=None, sets=(), light=False):
+def _wandb(write_profile, write_recipe, profile_tracking=None, recipe_tracking=None, sets=()):
     over = {"tracking": profile_tracking} if profile_tracking is not None else {}
     prof = write_profile(**over)
     rec = {"tracking": recipe_tracking} if recipe_tracking is not None else {}
     folder = write_recipe(**rec)
-    spec = resolve(str(folder), str(prof), CliOverrides(sets=tuple(sets)), light=light)
+    spec = resolve(str(folder), str(prof), CliOverrides(sets=tuple(sets)))
     w = spec.tracking.wandb
-    return None if w is None else w.model_dump(mode="json")
+    return None if w is None else dump(w)
 
 
-@pytest.mark.parametrize("light", [False, True], ids=["pydantic", "light"])
 @pytest.mark.parametrize("profile, recipe, sets, expected", [
     pytest.param(None, None, (), None, id="off-by-default"),
     pytest.param({"wandb": {"entity": "team"}}, None, (), None, id="profile-entity-alone-is-off"),
@@ -41,8 +41,8 @@ def _wandb(write_profile, write_recipe, profile_tracking=None, recipe_tracking=N
     pytest.param({"wandb": {"project": "site"}}, None, ("tracking.wandb.mode=disabled",), None,
                  id="set-disables-the-profile's"),
 ])
-def test_recipe_keys_over_the_profile(write_profile, write_recipe, profile, recipe, sets, expected, light):
-    assert _wandb(write_profile, write_recipe, profile, recipe, sets, light=light) == expected
+def test_recipe_keys_over_the_profile(write_profile, write_recipe, profile, recipe, sets, expected):
+    assert _wandb(write_profile, write_recipe, profile, recipe, sets) == expected
 
 
 def test_a_mode_without_a_project_is_refused(write_profile, write_recipe):

@@ -78,9 +78,11 @@ def prepare_blocks(
     spec: JobSpec, tokenizer: PreTrainedTokenizerBase, tokenizer_src: str, d: Dist
 ) -> dict[str, torch.Tensor]:
     """{"train": [N, seq_len] int64, "validation": [M, seq_len]} from the cache (built once by rank 0)."""
+    from hpclaunch.config.base import dump
+
     ds, train = _dataset_spec(spec), spec.recipe.train
     splits = {"train": ds.train_split, "validation": ds.eval_split}
-    key = fingerprint("blocks", ds.model_dump(mode="json"), tokenizer_src, len(tokenizer), train.seq_len, 1)
+    key = fingerprint("blocks", dump(ds), tokenizer_src, len(tokenizer), train.seq_len, 1)
 
     def build(out: Path) -> None:
         for name, split in splits.items():

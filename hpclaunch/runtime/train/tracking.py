@@ -85,7 +85,9 @@ def wandb_run_id(run_dir: Path) -> str:
 
 def wandb_config(spec: JobSpec) -> dict[str, Any]:
     """What the W&B run shows as its config: the recipe as resolved and where it ran."""
-    return {"recipe": spec.recipe.model_dump(mode="json"), "preset": spec.preset, "profile": spec.profile.name,
+    from hpclaunch.config.base import dump
+
+    return {"recipe": dump(spec.recipe), "preset": spec.preset, "profile": spec.profile.name,
             "partition": spec.partition, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
             "world_size": spec.world_size, "global_batch_size": spec.global_batch_size,
             "grad_accum": spec.grad_accum, "data_parallel": spec.data_parallel, "sets": list(spec.sets),
