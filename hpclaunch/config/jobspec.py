@@ -54,6 +54,8 @@ class JobSpec(StrictModel, JobSpecMethods):
     recipe_dir: str = Field(description="absolute path of the recipe folder the job runs from")
     preset: str | None = None
     profile: Profile
+    profile_ref: str | None = Field(None, description="--profile as the user gave it (a name or a file), repeated in "
+                                                      "the commands hpclaunch suggests")
     partition: str
     nodes: int = Field(ge=1)
     gpus_per_node: int = Field(ge=1, description="processes (ranks) per node, one per device")

@@ -6,6 +6,7 @@ MODELS = {'JobSpec': {'fields': (('hpclaunch_version', ('str',), {}, ('input', '
                         ('recipe_dir', ('str',), {}, ('required',)),
                         ('preset', ('opt', ('str',)), {}, ('input', None)),
                         ('profile', ('model', 'Profile'), {}, ('required',)),
+                        ('profile_ref', ('opt', ('str',)), {}, ('input', None)),
                         ('partition', ('str',), {}, ('required',)),
                         ('nodes', ('int',), {'ge': 1}, ('required',)),
                         ('gpus_per_node', ('int',), {'ge': 1}, ('required',)),

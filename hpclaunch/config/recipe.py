@@ -173,8 +173,8 @@ class Recipe(StrictModel):
                                        "checkpoints (a stopped job requeues only then)")
     args: tuple[str, ...] = Field((), description="extra arguments for the script (`submit ... -- ARGS` replaces them)")
     adhoc: bool = Field(False, description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
-                                           "the script alone, which gets only `args` (its config is in "
-                                           "$HPCLAUNCH_CONFIG, not in a --config argument)")
+                                           "the script's folder, where the ranks run; the script gets only `args` "
+                                           "(its config is in $HPCLAUNCH_CONFIG, not in a --config argument)")
     env: dict[str, str] = Field({}, description="environment variables for the job")
     python_env: str | None = Field(None, description="a named environment the profile must provide (e.g. mindspore)")
 

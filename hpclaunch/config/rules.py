@@ -275,6 +275,29 @@ class JobSpecMethods:
     def script_path(self) -> Path:
         return Path(self.recipe_dir) / self.recipe.script  # type: ignore[attr-defined]
 
+    @property
+    def profile_arg(self) -> str:
+        """The profile as a command hpclaunch suggests must name it: what the user gave to --profile (a name or a
+        file), shell-quoted."""
+        import shlex
+
+        return shlex.quote(self.profile_ref or self.profile.name)  # type: ignore[attr-defined]
+
+    @property
+    def recipe_arg(self) -> str:
+        """The recipe as a command hpclaunch suggests must name it, shell-quoted: its name where the name finds
+        this very folder, else the folder (an ad-hoc recipe: the script)."""
+        import shlex
+
+        from hpclaunch.core.paths import search_dirs
+
+        name = self.recipe.name  # type: ignore[attr-defined]
+        if self.recipe.adhoc:  # type: ignore[attr-defined]
+            return shlex.quote(str(self.script_path))
+        folder = Path(self.recipe_dir).resolve()  # type: ignore[attr-defined]
+        found = next((d / name for d in search_dirs("recipes") if (d / name / "recipe.yaml").is_file()), None)
+        return shlex.quote(name if found is not None and found.resolve() == folder else str(folder))
+
     def to_yaml(self) -> str:
         import yaml
 
