@@ -110,6 +110,14 @@ class Job:
         (done,) = cancel([self._record().job_id])
         return done
 
+    def resume(self, *, from_scratch: bool = False, exclude: Sequence[str] = ()) -> Job:
+        """The job, stopped (cancelled, failed, timed out), again from its newest checkpoint as a new job recorded
+        as its continuation, as `hpclaunch resume` does (hpclaunch/jobs/resume.py); the new job."""
+        from hpclaunch.jobs.resume import resume
+
+        done = resume(self._record().job_id, from_scratch=from_scratch, exclude=exclude)
+        return Job(done.job_id, done.run_dir, done.script)
+
     # --- what the job wrote
     def logs(self, rank: int | None = None, *, tail: int | None = None) -> str:
         """The rank logs merged (each line prefixed with ``[rank<R>]``, every restart in order), then the job
@@ -201,14 +209,14 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
            partition: str | None = None, time: str | None = None, name: str | None = None,
            retries: int = 0, after: Sequence[str] = (), sbatch: Sequence[str] = (),
            skip_fit_check: bool = False, launcher: str | None = None,
-           script_args: Sequence[str] | None = None) -> Job:
+           script_args: Sequence[str] | None = None, exclude: Sequence[str] = ()) -> Job:
     """Resolve `recipe` on `profile` as `hpclaunch submit` does and submit it (or, with ``dry_run``, only
     write its run directory). `overrides` are ``--set`` keys (``{"train.lr": 3e-4}``); `sweep` runs one job
     array over every combination (``{"train.lr": [1e-4, 3e-4]}``), at most `max_parallel` at a time.
-    `after` (``["12345:ok"]``), `sbatch` (``["mem=64G", "exclusive"]``) and `skip_fit_check` are the
-    ``--after``, ``--sbatch`` and ``--skip-fit-check`` of the command line. `recipe` may be a Python script
-    (``"train.py"``), run under `launcher` (torchrun, the default, or deepspeed) with `script_args` as its
-    own arguments (``submit train.py --launcher torchrun -- ARGS``)."""
+    `after` (``["12345:ok"]``), `sbatch` (``["mem=64G", "exclusive"]``), `exclude` (``["node7"]``) and
+    `skip_fit_check` are the ``--after``, ``--sbatch``, ``--exclude`` and ``--skip-fit-check`` of the command
+    line. `recipe` may be a Python script (``"train.py"``), run under `launcher` (torchrun, the default, or
+    deepspeed) with `script_args` as its own arguments (``submit train.py --launcher torchrun -- ARGS``)."""
     import os
 
     from hpclaunch.submission.resolve import CliOverrides
@@ -216,7 +224,8 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time, name=name, sets=tuple(f"{k}={_set_text(v)}" for k, v in (overrides or {}).items()),
                        retries=retries, inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=tuple(sbatch),
-                       launcher=launcher, script_args=None if script_args is None else tuple(script_args))
+                       launcher=launcher, script_args=None if script_args is None else tuple(script_args),
+                       exclude=tuple(exclude))
     items = tuple(f"{k}={','.join(_set_text(v) for v in values)}" for k, values in (sweep or {}).items())
     if sweep is not None and not items:
         raise ConfigError("sweep={}: give at least one key and its values, e.g. sweep={'train.lr': [1e-4, 3e-4]}")
@@ -254,17 +263,21 @@ def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec
         return resolve_again(recipe, cli, profile)
     from hpclaunch.submission.resolve import resolve
 
-    return resolve(recipe, _require_profile(profile), cli)
+    return resolve(recipe, _require_profile(profile, recipe, cli), cli)
 
 
-def _require_profile(profile: str | None) -> str:
-    """`profile`, else the user's default_profile (hpclaunch/config/userconfig.py)."""
+def _require_profile(profile: str | None, recipe: str, cli: CliOverrides) -> str:
+    """`profile`, else the user's default_profile (hpclaunch/config/userconfig.py). Without either, a `recipe`
+    that is not there is said first (no such file, script or recipe): no profile would help it."""
     if profile:
         return profile
     from hpclaunch.config import userconfig
 
     default = userconfig.default_profile()
     if not default:
+        from hpclaunch.submission.resolve import recipe_source
+
+        recipe_source(recipe, cli)
         raise ConfigError("--profile is required (the profile= argument in Python)",
                           hint=f"see `hpclaunch profiles list`, or set `default_profile: NAME` in "
                                f"{userconfig.config_file()}")
@@ -298,7 +311,8 @@ def _submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Se
     if is_jobspec_file(recipe):
         raise ConfigError(f"--sweep resolves a recipe again for each value; {recipe} is already resolved",
                           hint="give the recipe (e.g. recipes/gpt2) instead")
-    elements = sweep.resolve_elements(recipe, _require_profile(profile), cli, sweep.parse_axes(items, cli.sets))
+    profile = _require_profile(profile, recipe, cli)
+    elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
     if dry_run:
         _check_after(elements[0][1], after)
         done = sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check)

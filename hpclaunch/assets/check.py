@@ -7,7 +7,6 @@ runtime builds itself (model ``generate``, tokenizer ``train``, dataset ``builti
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from hpclaunch.assets.requests import AssetRequest, requests_for_spec
@@ -32,13 +31,9 @@ def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:
             continue
         missing = sorted((req.parts - set(manifest.parts)) | (req.configs - set(manifest.configs)))
         if missing:
-            out.append(
-                (
-                    req,
-                    f"{what} is staged without {', '.join(m or '(default config)' for m in missing)}: "
-                    f"{folder}",
-                )
-            )
+            only = " (only its config, which `hpclaunch plan` fetched)" if manifest.parts == ["config"] else ""
+            without = ", ".join(m or "(default config)" for m in missing)
+            out.append((req, f"{what} is staged without {without}{only}: {folder}"))
             continue
         problems = check_files(folder, manifest, hash_modified=False)  # cheap: no hashing
         if problems:
@@ -49,7 +44,7 @@ def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:
 
 def stage_command(spec: JobSpec, requests: list[AssetRequest]) -> str:
     args = " ".join(q.cli_arg() for q in requests)
-    return f"hpclaunch stage-assets {args} --profile {shlex.quote(spec.profile.name)}"
+    return f"hpclaunch stage-assets {args} --profile {spec.profile_arg}"
 
 
 def check_job_assets(spec: JobSpec) -> None:
@@ -61,7 +56,7 @@ def check_job_assets(spec: JobSpec) -> None:
     fix = f"run `{stage_command(spec, [q for q, _ in found])}`"
     if all("modified since" in msg for _, msg in found):
         fix = (
-            f"run `hpclaunch assets verify --profile {shlex.quote(spec.profile.name)}` (it rehashes the "
+            f"run `hpclaunch assets verify --profile {spec.profile_arg}` (it rehashes the "
             f"files and accepts those whose sha256 still matches), or {fix}"
         )
     raise AssetError(

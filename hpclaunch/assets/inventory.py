@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,11 +69,25 @@ def verify_store(store: Path) -> Iterator[AssetCheck]:
         yield AssetCheck(folder, m, tuple(str(p) for p in problems))
 
 
-def raise_for_problems(store: Path, checks: Iterable[AssetCheck]) -> None:
-    """AssetError listing every problem that `verify_store` found, if any."""
+def raise_for_problems(store: Path, checks: Iterable[AssetCheck], profile: str) -> None:
+    """AssetError listing every problem that `verify_store` found, if any, with the `stage-assets` command that
+    fetches the bad files again (`profile`: the --profile as given)."""
+    checks = list(checks)
     bad = [msg for check in checks for msg in check.messages()]
-    if bad:
-        raise AssetError(
-            f"{len(bad)} problem(s) in the asset store {store}:\n  " + "\n  ".join(bad),
-            hint="stage the assets again: hpclaunch stage-assets ... (only bad files are fetched)",
-        )
+    if not bad:
+        return
+    args = dict.fromkeys(arg for c in checks if c.manifest is not None and c.problems
+                         for arg in _stage_args(c.manifest))
+    hint = "stage the assets again with `hpclaunch stage-assets` (only bad files are fetched)"
+    if args:
+        hint = (f"stage them again: hpclaunch stage-assets {' '.join(args)} --profile {shlex.quote(profile)} "
+                "(only bad files are fetched)")
+    raise AssetError(f"{len(bad)} problem(s) in the asset store {store}:\n  " + "\n  ".join(bad), hint=hint)
+
+
+def _stage_args(m: Manifest) -> list[str]:
+    """The --model / --dataset arguments of `stage-assets` that stage the asset of manifest `m` again."""
+    rev = "" if m.revision == "main" else f"@{m.revision}"
+    if m.kind == "model":
+        return [f"--model {shlex.quote(m.repo_id + rev)}"]
+    return [f"--dataset {shlex.quote(m.repo_id + (f':{c}' if c else '') + rev)}" for c in m.configs or [""]]

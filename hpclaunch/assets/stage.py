@@ -33,6 +33,11 @@ from hpclaunch.assets.store import (
 from hpclaunch.errors import AssetError, HpclaunchError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+class Unreachable(AssetError):
+    """No endpoint answered at all (no network here, or every mirror down): offline, in effect."""
+
 Event = Callable[[AssetRequest, dict], None]
 
 
@@ -189,7 +194,7 @@ def _failure(
     if all("RevisionNotFound" in e for e in errors):
         return AssetError(f"{what}: revision {request.revision!r} not found on {', '.join(endpoints)}")
     if last_code == "unreachable" and all("Connect" in e or "Timeout" in e for e in errors):
-        return AssetError(
+        return Unreachable(
             f"no endpoint reachable for {what}:\n  {detail}",
             hint="check the network, --endpoint, or the profile's assets.mirror / assets.endpoints",
         )

@@ -139,6 +139,26 @@ def stage_assets(plan: StagePlan, *, workers: int = 8, verify: bool = False, tim
     return outcome
 
 
+def stage_config(spec: JobSpec, endpoints: Sequence[str] = (), *, timeout: float = 10.0) -> StageResult | None:
+    """The config.json of the job's hub model into its profile's store, when the store lacks it: that file alone
+    (and generation_config.json), from `endpoints` (default: the profile's mirror, then its endpoints), its
+    manifest's parts ``[config]`` (plus what the store held), so preflight still refuses the job until its
+    weights are staged. None when there is nothing to fetch (no hub model, or its config is staged). Raises
+    stage.Unreachable when no endpoint answered, AssetError for any other failure."""
+    from hpclaunch.assets.stage import stage_one
+    from hpclaunch.assets.store import asset_path
+
+    m = spec.recipe.model
+    if m is None or m.source != "hub" or not m.repo:
+        return None
+    prof = spec.profile
+    store = store_root(prof.assets.store)
+    if (asset_path(store, "model", m.repo, m.revision) / "config.json").is_file():
+        return None
+    urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
+    return stage_one(AssetRequest("model", m.repo, m.revision, frozenset({"config"})), store, urls, timeout=timeout)
+
+
 def prepare_datasets(plan: StagePlan) -> Iterator[dict[str, Any]]:
     """Tokenize and group the dataset of each recipe of `plan` into its store (offline; a no-op where the
     cache is there already), yielding what each preparation reports as it finishes."""

@@ -66,7 +66,7 @@ def verify_cmd(profile: str, as_json: bool) -> None:
                        f"({len(m.files)} files)")
     if as_json:
         echo_json({"store": str(store), "assets": [c.to_json() for c in checks]})
-    raise_for_problems(store, checks)
+    raise_for_problems(store, checks, profile)
     if not checks:
         click.echo(f"the asset store {store} is empty", err=True)
 

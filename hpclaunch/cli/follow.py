@@ -79,6 +79,22 @@ def print_followed(job_id: str, events: Iterator[Event], emit: Callable[[Line], 
     return None
 
 
+def follow_to_end(job_id: str, run_dir: Path) -> None:
+    """Stream the job script's output until the job ends (on a terminal with the progress line under it);
+    exit 1 unless it COMPLETED (`submit --follow`, `resume --follow`)."""
+    from hpclaunch.errors import JobFailed
+    from hpclaunch.logs.follow import follow_job
+
+    events = follow_job(job_id, rank_logs=False, job_output=job_id)
+    status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
+    if status is None:
+        return
+    click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),
+               err=True)
+    if status.state != "COMPLETED":
+        raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
+
+
 class _NoStatus:
     def clear(self) -> None:
         pass

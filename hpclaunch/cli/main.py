@@ -12,12 +12,12 @@ from hpclaunch.core.version import __version__
 from hpclaunch.errors import HpclaunchError
 
 # The modules of hpclaunch/cli/ that define commands (each has `register(group)`). Add yours here.
-MODULES = ("submit", "profiles", "recipes", "status", "cancel", "logs", "report", "stage", "assets", "export",
-           "plan", "clean", "watch", "schema", "sync")
+MODULES = ("submit", "profiles", "recipes", "status", "cancel", "resume", "logs", "report", "stage", "assets",
+           "export", "plan", "clean", "watch", "schema", "sync")
 # Command name -> its module, so that running a command imports only that module (a fast
 # `submit --dry-run`). A command missing here still works: every module is imported to find it.
 COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recipes", "status": "status",
-                   "jobs": "status", "cancel": "cancel", "logs": "logs", "report": "report",
+                   "jobs": "status", "cancel": "cancel", "resume": "resume", "logs": "logs", "report": "report",
                    "compare": "report", "stage-assets": "stage", "assets": "assets",
                    "export": "export", "export-run": "export", "plan": "plan", "clean": "clean", "watch": "watch",
                    "schema": "schema", "sync": "sync"}

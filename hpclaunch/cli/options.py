@@ -55,6 +55,11 @@ def target_options(f: Any) -> Any:
     return f
 
 
+exclude_option = click.option(
+    "--exclude", "exclude", multiple=True, metavar="NODE[,NODE]",
+    help="nodes the job must not run on (Slurm's --exclude; with the nodes blamed for recent failures), e.g. "
+         "--exclude node7 or node[3-4]; Slurm only")
+
 JSON_HELP = "print JSON for scripts (one object per line)"
 
 

@@ -132,11 +132,16 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
     if v.stop_reason:
         click.echo(f"  stopped by hpclaunch: {v.stop_reason}")
+    if r.resumes:
+        click.echo(f"  resumes job {r.resumes.get('job')} " + _resumed_from(r.resumes))
     for step in v.retries:
         nxt = v.retry_status(step)
+        state = nxt.state if nxt else "UNKNOWN"
+        if step.get("resume"):
+            click.echo(f"  resumed: {step.get('from')} -> {step['to']} ({state}) " + _resumed_from(step))
+            continue
         click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
-                   f"({nxt.state if nxt else 'UNKNOWN'}), because {step.get('reason')}; "
-                   f"excluded {step.get('exclude')}")
+                   f"({state}), because {step.get('reason')}; excluded {step.get('exclude')}")
     if s.nodes:
         click.echo(f"  nodes: {s.nodes}")
     if s.elapsed:
@@ -156,6 +161,13 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  (from {s.source})")
     if s.finished and s.state != "COMPLETED":
         click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+
+
+def _resumed_from(link: dict) -> str:
+    """from where a resume (`hpclaunch resume`) went on: its checkpoint, or from scratch."""
+    if link.get("from_scratch") or not link.get("checkpoint"):
+        return "from scratch"
+    return f"from its checkpoint at step {link.get('step')} ({link.get('checkpoint')})"
 
 
 def _print_timeline(restarts: list[dict]) -> None:
@@ -195,6 +207,8 @@ def _job_rows(v: JobView) -> list[tuple[str, ...]]:
     """The job's row; a sweep's, then one per element (its values instead of the recipe)."""
     s, r = v.status, v.record
     state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+    if r.resumes:
+        state += f" (resumes {r.resumes.get('job')})"
     if v.retries:
         state += f" -> {v.retries[-1]['to']} {v.latest.state if v.latest else 'UNKNOWN'}"
     recipe = v.recipe

@@ -4,19 +4,13 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option, target_options
+from hpclaunch.cli.options import echo_json, examples, exclude_option, json_option, target_options
 from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject, say_plan, say_resources
-from hpclaunch.errors import JobFailed
 from hpclaunch.submission.resolve import CliOverrides
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
 
 
 @click.command("submit", epilog=examples(
@@ -26,7 +20,8 @@ if TYPE_CHECKING:
     "hpclaunch submit gpt2 --profile dev-slurm --sweep train.lr=1e-4,3e-4 --max-parallel 1",
     "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
     "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)",
-    "hpclaunch submit train.py --profile local --layout 1n2g -- --steps 3  # your own script, its own args"))
+    "hpclaunch submit train.py --profile local --layout 1n2g -- --steps 3  # your own script, its own args",
+    "hpclaunch submit gpt2 --profile dev-slurm --exclude node3,node4  # never on these nodes"))
 @click.argument("recipe", shell_complete=complete.recipe)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--launcher", metavar="torchrun|deepspeed", default=None,
@@ -54,12 +49,14 @@ if TYPE_CHECKING:
                    "failed (notok); Slurm only")
 @click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
               help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
+@exclude_option
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
                gpus_per_node: int | None, partition: str | None, time_: str | None, name: str | None,
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
                max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
-               sbatch: tuple[str, ...], as_json: bool, script_args: tuple[str, ...], launcher: str | None) -> None:
+               sbatch: tuple[str, ...], exclude: tuple[str, ...], as_json: bool, script_args: tuple[str, ...],
+               launcher: str | None) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -74,7 +71,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch, launcher=launcher,
-                       script_args=script_args or None)
+                       script_args=script_args or None, exclude=exclude)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
@@ -106,23 +103,9 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                    + (f", waiting for {waits}" if waits else ""))
         click.echo(f"run directory: {job.run_dir}")
     if follow and job.job_id is not None:
-        _follow(job.job_id, job.run_dir)
+        from hpclaunch.cli.follow import follow_to_end  # only when following: keeps the dry-run light
 
-
-def _follow(job_id: str, run_dir: Path) -> None:
-    """Stream the job script's output until the job ends (on a terminal with the progress line under it);
-    exit 1 unless it COMPLETED."""
-    from hpclaunch.cli.follow import StatusLine, print_followed  # only when following: keeps the dry-run light
-    from hpclaunch.logs.follow import follow_job
-
-    events = follow_job(job_id, rank_logs=False, job_output=job_id)
-    status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
-    if status is None:
-        return
-    click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),
-               err=True)
-    if status.state != "COMPLETED":
-        raise JobFailed(f"job {job_id} ended {status.state}", hint=f"hpclaunch logs {job_id} --diagnose")
+        follow_to_end(job.job_id, job.run_dir)
 
 
 def register(group: click.Group) -> None:

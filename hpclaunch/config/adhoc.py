@@ -1,6 +1,7 @@
 """Ad-hoc recipes: ``hpclaunch submit path/to/train.py --launcher torchrun -- ARGS`` runs a user's own script
 without a recipe folder. The recipe is made here (name from the file stem, ``adhoc: true``) and then goes
-through resolve like any recipe read from a recipe.yaml; the run directory keeps a copy of the script alone.
+through resolve like any recipe read from a recipe.yaml; the run directory keeps a copy of the script's folder
+(hpclaunch/submission/rundir.py `script_folder`), in which the ranks run (hpclaunch/launchers/base.py).
 """
 
 from __future__ import annotations

@@ -57,6 +57,11 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     recipe_dir: Annotated[str, Meta(description="absolute path of the recipe folder the job runs from")]
     preset: str | None = None
     profile: Profile
+    profile_ref: Annotated[
+        str | None,
+        Meta(description="--profile as the user gave it (a name or a file), repeated in the commands hpclaunch "
+             "suggests"),
+    ] = None
     partition: str
     nodes: Annotated[int, Meta(ge=1)]
     gpus_per_node: Annotated[int, Meta(ge=1, description="processes (ranks) per node, one per device")]
@@ -112,6 +117,29 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     @property
     def script_path(self) -> Path:
         return Path(self.recipe_dir) / self.recipe.script
+
+    @property
+    def profile_arg(self) -> str:
+        """The profile as a command hpclaunch suggests must name it: what the user gave to --profile (a name or a
+        file), shell-quoted."""
+        import shlex
+
+        return shlex.quote(self.profile_ref or self.profile.name)
+
+    @property
+    def recipe_arg(self) -> str:
+        """The recipe as a command hpclaunch suggests must name it, shell-quoted: its name where the name finds
+        this very folder, else the folder (an ad-hoc recipe: the script)."""
+        import shlex
+
+        from hpclaunch.core.paths import search_dirs
+
+        name = self.recipe.name
+        if self.recipe.adhoc:
+            return shlex.quote(str(self.script_path))
+        folder = Path(self.recipe_dir).resolve()
+        found = next((d / name for d in search_dirs("recipes") if (d / name / "recipe.yaml").is_file()), None)
+        return shlex.quote(name if found is not None and found.resolve() == folder else str(folder))
 
     def to_yaml(self) -> str:
         import yaml

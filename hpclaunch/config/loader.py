@@ -111,6 +111,10 @@ class RecipeSource:
 def find_recipe(ref: str) -> Path:
     """The recipe folder for a path (folder or recipe.yaml) or a name (``gpt2``, ``recipes/gpt2``)."""
     path = _user_path(ref, "recipe")
+    if ref.endswith((".yaml", ".yml")) and not path.exists():
+        raise ConfigError(f"no such file: {ref}",
+                          hint="give a run directory's resolved.yaml (RUN_DIR/resolved.yaml), a recipe folder or its "
+                               "recipe.yaml")
     if path.is_file() and path.name == RECIPE_FILE:
         return path.parent.resolve()
     if (path / RECIPE_FILE).is_file():

@@ -238,7 +238,7 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
         bool,
         Meta(
             description="made by `hpclaunch submit SCRIPT.py`: the run directory keeps a copy of "
-            "the script alone, which gets only `args` (its config is in "
+            "the script's folder, where the ranks run; the script gets only `args` (its config is in "
             "$HPCLAUNCH_CONFIG, not in a --config argument)"
         ),
     ] = False

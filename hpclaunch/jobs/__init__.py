@@ -1,4 +1,4 @@
-"""A job after submit: its state (registry + scheduler), the live watch model, cancel, clean,
-export (checkpoint -> Hugging Face folder), W&B sync.
+"""A job after submit: its state (registry + scheduler), the live watch model, cancel, resume (a stopped job
+again from its checkpoint), clean, export (checkpoint -> Hugging Face folder), W&B sync.
 
 May import: report, logs, submit and everything below. Never runtime, never cli."""

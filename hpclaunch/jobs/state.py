@@ -1,6 +1,6 @@
 """A recorded job's state as the scheduler and its run directory tell it: one scheduler call per scheduler
-kind for many records, the chain of retries, why hpclaunch stopped it. Used by `status`/`jobs` and the Python
-API (hpclaunch/api.py). Standard library only: `status` stays light."""
+kind for many records, the chain of retries and resumes, why hpclaunch stopped it. Used by `status`/`jobs`
+and the Python API (hpclaunch/api.py). Standard library only: `status` stays light."""
 
 from __future__ import annotations
 
@@ -14,8 +14,15 @@ from hpclaunch.state.runfiles import RunFiles, read_json_lines
 
 
 def retries(r: registry.JobRecord) -> list[dict[str, Any]]:
-    """The chain of resubmissions after node-level failures (submit --retries), oldest first."""
-    return [entry for entry in read_json_lines(RunFiles(Path(r.run_dir)).retries) if entry.get("to")]
+    """The jobs that went on from `r`, oldest first, each from the one before it (RUN_DIR/retries.jsonl):
+    resubmissions after node-level failures (submit --retries) and resumes (`hpclaunch resume`, ``"resume":
+    true``)."""
+    chain, current = [], r.job_id
+    for entry in read_json_lines(RunFiles(Path(r.run_dir)).retries):
+        if entry.get("to") and str(entry.get("from")) == current:
+            chain.append(entry)
+            current = str(entry["to"])
+    return chain
 
 
 def stop_reason(r: registry.JobRecord) -> str | None:
@@ -40,5 +47,5 @@ def statuses(records: list[registry.JobRecord]) -> dict[str, JobStatus]:
         if chain:
             by_sched[r.scheduler].append(str(chain[-1]["to"]))
     for name, ids in by_sched.items():
-        out.update(get_scheduler(name).status(ids))
+        out.update(get_scheduler(name).status(list(dict.fromkeys(ids))))
     return out

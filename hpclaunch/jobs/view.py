@@ -1,7 +1,8 @@
-"""One job as `status`, `jobs` and the Python API show it, assembled in one place: the record, the scheduler's
-status (one scheduler call for every job listed and the newest retry of each), the chain of retries, why
-hpclaunch stopped it, the last metrics, the start-up timeline, provenance in one line and the W&B runs not
-uploaded yet; a sweep with its elements. `JobView.to_dict()` is `status --json`. Standard library only."""
+"""One job as `status`, `jobs` and the Python API show it, assembled in one place: the record (a resumed job's
+says which job it resumes), the scheduler's status (one scheduler call for every job listed and the newest of
+each one's chain), the chain of retries and resumes, why hpclaunch stopped it, the last metrics, the start-up
+timeline, provenance in one line and the W&B runs not uploaded yet; a sweep with its elements.
+`JobView.to_dict()` is `status --json`. Standard library only."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ class JobView:
     record: registry.JobRecord
     status: JobStatus
     elements: tuple[JobView, ...] = ()  # a sweep's, in order
-    retries: tuple[dict[str, Any], ...] = ()  # resubmissions after node-level failures, oldest first
-    latest: JobStatus | None = None  # the newest retry's status
+    retries: tuple[dict[str, Any], ...] = ()  # the jobs that went on from it (retries, resumes), oldest first
+    latest: JobStatus | None = None  # the newest one's status
     known: dict[str, JobStatus] = field(default_factory=dict, repr=False, compare=False)  # every status asked for
 
     @property

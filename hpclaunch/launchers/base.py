@@ -45,9 +45,12 @@ def device_visibility(spec: JobSpec) -> list[str]:
 
 def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[str]:
     """The shell text of a node's task: device visibility, the container's variables, then `command` under the
-    node supervisor, inside the profile's container where it has one (hpclaunch/launchers/containers.py)."""
+    node supervisor, inside the profile's container where it has one (hpclaunch/launchers/containers.py). An own
+    script (`submit SCRIPT.py`) runs in the copy of its folder, as `python SCRIPT.py` would in the folder itself:
+    `open("override_config.json")` finds the file beside it."""
     wrapped = containers.wrap(spec, run_dir, supervised(spec, command))
-    return [*device_visibility(spec), *containers.node_env(spec), "exec " + join(wrapped)]
+    here = [f"cd {quote(spec.recipe_dir)} || exit 1"] if spec.recipe.adhoc else []
+    return [*device_visibility(spec), *containers.node_env(spec), *here, "exec " + join(wrapped)]
 
 
 def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:

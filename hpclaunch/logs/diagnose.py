@@ -190,10 +190,11 @@ def _hung(d: Diagnosis, run: RunFiles, restart: int, job_id: str) -> bool:
     d.node = ranks.get(str(d.rank), {}).get("host") if d.rank is not None else None
     d.file = str(run.watchdog_verdict(restart))
     shown = d.rank if d.rank is not None else 0
+    without = f" --exclude {d.node}" if d.node and not _local(run) else ""
     d.hint = (f"the watchdog ended the job after {found.get('stalled_for', '?')} s without progress (timeout "
               f"{found.get('timeout', '?')} s); see where rank {shown} stopped: hpclaunch logs {job_id} --rank "
-              f"{shown} --tail 50" + (f"; if node {d.node} is at fault, resubmit with --retries 1 (it excludes "
-                                      f"the node) or --exclude it" if d.node else ""))
+              f"{shown} --tail 50" + (f"; if node {d.node} is at fault, go on from the last checkpoint without it: "
+                                      f"hpclaunch resume {job_id}{without}" if without else ""))
     return True
 
 
@@ -272,6 +273,8 @@ class _Evidence:
         shown = rank if rank is not None else 0
         d.hint = rule.hint.replace("JOB", d.job_id).replace("--rank R", f"--rank {shown}")
         if rule.node_fault:
+            if _local(RunFiles(self.run_dir)):  # one machine: there is no other node to run on
+                d.hint = d.hint.replace(" --exclude NODE", "")
             d.hint = d.hint.replace("NODE", d.node or "<node>")
         if rule.name == "collective_timeout":
             _describe_collective(d, context)
@@ -409,21 +412,23 @@ def _user_cancel(batch_hits: list[Hit]) -> Hit | None:
     return next((h for h in batch_hits if h.rule == "cancelled" and " STEP " not in h.line), None)
 
 
+def _local(files: RunFiles) -> bool:
+    """A job of the local scheduler (this machine): no nodes to exclude."""
+    return files.scheduler_state("local").is_dir()
+
+
 def _cancelled(d: Diagnosis, run_dir: Path) -> Diagnosis:
-    """A cancelled job's hint: the newest checkpoint and how to go on from it (the job script, run again in
-    its run directory, resumes from it; a new submit starts afresh)."""
-    files = RunFiles(run_dir)
-    newest = files.latest_checkpoint()
-    local = files.scheduler_state("local").is_dir()
-    rerun = (f"HPCLAUNCH_JOB_ID=resume bash {files.script}" if local else f"sbatch {files.script}")
+    """A cancelled job's hint: the newest checkpoint and how to go on from it (`hpclaunch resume`: the job
+    script queued again in its run directory, recorded as the job's continuation), or to start over."""
+    newest = RunFiles(run_dir).latest_checkpoint()
     if newest is None:
         d.hint = ("nothing failed: the job was cancelled by its owner or an administrator; it wrote no checkpoint, "
-                  f"so submit it again to start over: hpclaunch submit {files.resolved}")
+                  f"so start it over (a new run directory): hpclaunch resume {d.job_id} --from-scratch")
         return d
     step, folder = newest
     d.checkpoint = str(folder)
     d.hint = (f"nothing failed: the job was cancelled by its owner or an administrator; its newest checkpoint is "
-              f"step {step} ({folder}); to resume from it, run the job script again in its run directory: {rerun}")
+              f"step {step} ({folder}); to go on from it: hpclaunch resume {d.job_id}")
     return d
 
 

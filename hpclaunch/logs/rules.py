@@ -48,22 +48,23 @@ RULES: tuple[Rule, ...] = (
         "slurm_timeout",
         "Slurm time limit reached",
         _re(r"DUE TO TIME LIMIT"),
-        "ask for more time (--set time=HH:MM:SS, within the partition's max_time) or resume from the "
-        "last checkpoint",
+        "go on from the last checkpoint (`hpclaunch resume JOB`, with the same time limit), or submit it again "
+        "with more time (--set time=HH:MM:SS, within the partition's max_time)",
         job_level=True,
     ),
     Rule(
         "preempted",
         "preempted by Slurm",
         _re(r"DUE TO PREEMPTION"),
-        "a higher-priority job took the nodes; submit with requeue so it resumes from its checkpoint",
+        "a higher-priority job took the nodes; go on from its last checkpoint: `hpclaunch resume JOB` (a job that "
+        "resumes from its checkpoints is requeued by itself: checkpoint.resumable)",
         job_level=True,
     ),
     Rule(
         "node_fail",
         "a node failed",
         _re(r"DUE TO NODE FAIL", r"\bNODE_FAIL\b"),
-        "a node died or lost contact; resubmit (it resumes from the last checkpoint) and tell the "
+        "a node died or lost contact; go on from the last checkpoint (`hpclaunch resume JOB`) and tell the "
         "administrators if it repeats",
         job_level=True,
     ),
@@ -71,8 +72,8 @@ RULES: tuple[Rule, ...] = (
         "cancelled",
         "cancelled by a user",
         _re(r"CANCELLED AT \S+ \*\*\*", r"CANCELLED (?:by|BY) \w+"),
-        "nothing failed: the job was cancelled (scancel) by its owner or an administrator; submit it again "
-        "to continue from the last checkpoint",
+        "nothing failed: the job was cancelled (scancel) by its owner or an administrator; `hpclaunch resume JOB` "
+        "goes on from the last checkpoint",
         primary=False,
         job_level=True,
     ),
@@ -113,7 +114,7 @@ RULES: tuple[Rule, ...] = (
             r"(?:Guilty|Innocent) Lockup",
             r"uncorrectable ECC error",
         ),
-        "a device or its driver failed on NODE: if it repeats there, submit with `--exclude NODE` and tell the "
+        "a device or its driver failed on NODE: go on without it (`hpclaunch resume JOB --exclude NODE`) and tell the "
         "administrators (`dmesg` shows Xid/MTGPU errors); if it follows you to other nodes, rerun with "
         "CUDA_LAUNCH_BLOCKING=1 (MUSA_LAUNCH_BLOCKING=1) to find the kernel",
         node_fault=True,
@@ -219,8 +220,8 @@ RULES: tuple[Rule, ...] = (
             r"transport retry counter exceeded",
             r"\bibv_\w+ failed",
         ),
-        "a NIC or link failed on NODE or between it and its peer: submit again with `--exclude NODE` and "
-        "tell the administrators (`ibstat`, the port's link state on the node)",
+        "a NIC or link failed on NODE or between it and its peer: go on without it (`hpclaunch resume JOB "
+        "--exclude NODE`) and tell the administrators (`ibstat`, the port's link state on the node)",
         node_fault=True,
     ),
     Rule(

@@ -208,4 +208,16 @@ def check_fit(spec: JobSpec) -> None:
         f"{spec.recipe.name} needs {_gib(e.total):.1f} GiB per device on {spec.layout} ({plan.how}: model states "
         f"{_gib(e.model_states):.1f}, activations {_gib(e.activations):.1f}, buffers {_gib(e.buffers):.1f}, reserve "
         f"{_gib(e.reserve):.1f}) but the devices of {plan.where} have {plan.device_gib:g} GiB{host}",
-        hint=f"fits with: {fixes}; details: hpclaunch plan; queue it anyway with --skip-fit-check")
+        hint=f"fits with: {fixes}; details: {plan_command(spec)}; queue it anyway with --skip-fit-check")
+
+
+def plan_command(spec: JobSpec) -> str:
+    """`hpclaunch plan` of this very job, to paste: the recipe, profile, preset, layout, partition and --set."""
+    import shlex
+
+    words = ["hpclaunch plan", spec.recipe_arg, "--profile", spec.profile_arg]
+    if spec.preset:
+        words += ["--preset", shlex.quote(spec.preset)]
+    words += ["--layout", spec.layout, "--partition", shlex.quote(spec.partition)]
+    words += [f"--set {shlex.quote(item)}" for item in spec.sets]
+    return " ".join(words)

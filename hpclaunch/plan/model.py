@@ -11,6 +11,8 @@ model reads one small JSON file (building Mixtral-8x7B on the meta device takes 
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,11 +51,13 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
         try:
             base = json.loads(staged.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            preset = f" --preset {spec.preset}" if spec.preset else ""
-            what = "is not staged" if isinstance(exc, OSError) else f"is not JSON ({exc})"
-            raise NoPlan(f"the config of model {m.repo!r} {what}: {staged}",
-                         hint=f"hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}"
-                         ) from None
+            if isinstance(exc, OSError):
+                raise NoPlan(f"the config of model {m.repo!r} is not staged: {staged}",
+                             hint=f"`hpclaunch plan` fetches it alone from the profile's mirror; offline: "
+                                  f"{import_command(spec)}") from None
+            raise NoPlan(f"the config of model {m.repo!r} is not JSON ({exc}): {staged}",
+                         hint=f"stage it again: hpclaunch stage-assets --model {m.repo}{_at(m.revision)} "
+                              f"--profile {spec.profile_arg}") from None
     override: dict[str, Any] = {}
     if m.override_config:
         from hpclaunch.config.overrides import read_override
@@ -61,6 +65,50 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
         override = read_override(Path(spec.recipe_dir) / m.override_config)
     return {"task": spec.recipe.task, "model_type": m.model_type, "base": base, "vocab_size": vocab,
             "config": dict(m.config), "override": override}
+
+
+def _at(revision: str) -> str:
+    return "" if revision == "main" else f"@{shlex.quote(revision)}"
+
+
+def import_command(spec: JobSpec) -> str:
+    """How to bring the config of the job's hub model into the store by hand, where this machine has no network."""
+    m = spec.recipe.model
+    assert m is not None and m.repo is not None
+    revision = "" if m.revision == "main" else f" --revision {shlex.quote(m.revision)}"
+    return (f"download config.json of {m.repo} where there is network (from the hub or a mirror: "
+            f"https://huggingface.co/{m.repo}/resolve/{m.revision}/config.json), bring it here and run "
+            f"`hpclaunch assets import config.json --model {m.repo}{revision} --profile {spec.profile_arg}`")
+
+
+def fetch_config(spec: JobSpec, endpoints: Sequence[str] = ()) -> str | None:
+    """`hpclaunch plan`: when the store lacks the config.json of the job's hub model, fetch that file alone from
+    `endpoints` (default: the profile's mirror, then its endpoints) into the store, marked config-only (a submit
+    still refuses the job until its weights are staged). What was done, in words; None when nothing was
+    fetched. NoPlan when no endpoint answered (how to import the file by hand) or the fetch failed."""
+    from hpclaunch.assets.stage import Unreachable
+    from hpclaunch.assets.workflow import stage_config
+    from hpclaunch.errors import AssetError
+
+    if spec.recipe.launcher == "msrun":
+        return None
+    try:
+        done = stage_config(spec, endpoints)
+    except Unreachable as exc:
+        m = spec.recipe.model
+        assert m is not None
+        tried = exc.message.partition(":\n")[2].strip()
+        raise NoPlan(f"the config of model {m.repo!r} is not in the store {spec.profile.assets.store}, and no "
+                     f"endpoint answered to fetch it:\n  {tried}",
+                     hint=f"{import_command(spec)}; or give --endpoint URL of a mirror that answers") from None
+    except AssetError as exc:
+        raise NoPlan(f"the config of the job's model could not be fetched: {exc.message}", hint=exc.hint) from None
+    if done is None:
+        return None
+    preset = f" --preset {shlex.quote(spec.preset)}" if spec.preset else ""
+    return (f"fetched the config of model {done.request.repo_id} alone from {done.endpoint} into {done.path} "
+            f"(config only: a submit still needs its weights: hpclaunch stage-assets {spec.recipe_arg} "
+            f"--profile {spec.profile_arg}{preset})")
 
 
 def model_facts(spec: JobSpec) -> ModelFacts:

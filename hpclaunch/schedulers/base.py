@@ -153,6 +153,15 @@ class Scheduler(ABC):
         """Queue the job script, to start once the jobs of `after` allow (``dependency_options``); return
         the job id."""
 
+    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
+        """Queue the job script of `run_dir` again as a new job (`hpclaunch resume`): its restarts numbered from
+        `restart` on (HPCLAUNCH_RESTART), so its logs stay apart from those of the jobs before it, a fresh count
+        of retries, and without the nodes `exclude` (only a scheduler that `excludes_suspects` can). The job
+        resumes from the run directory's newest checkpoint by itself. Return the new job's id."""
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(f"the {self.name} scheduler cannot queue a job again", hint="submit its resolved.yaml")
+
     @abstractmethod
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         """The status of each job, asking the scheduler once for all of them."""

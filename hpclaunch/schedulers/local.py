@@ -1,6 +1,7 @@
 """Local: the job script runs on this machine in the background, as its own process group; its template
 parts (templates/schedulers/local/) make it a one-node job. The job id is passed as HPCLAUNCH_JOB_ID.
-Its state lives in RUN_DIR/local/ (the run-directory contract's scheduler state folder).
+Its state lives in RUN_DIR/local/ (the run-directory contract's scheduler state folder); a job queued again
+into the same run directory (`hpclaunch resume`: `resubmit`) keeps its own in RUN_DIR/local/<job id>/.
 
 A sweep (job array) is run by a supervisor in the background (`python -m hpclaunch.schedulers.local`,
 state in SWEEP_DIR/local/) that starts the array script for element 0, 1, ... as jobs of their own
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.core import paths
-from hpclaunch.errors import HpclaunchError
+from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.schedulers.base import JobStatus, Scheduler, clock
 from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
@@ -32,8 +33,11 @@ if TYPE_CHECKING:
 _WRAPPER = 'code="$1"; shift; "$@"; rc=$?; echo "$rc" > "$code.tmp"; mv "$code.tmp" "$code"; exit "$rc"'
 
 
-def _state_dir(run_dir: Path) -> Path:
-    return RunFiles(run_dir).scheduler_state(LocalScheduler.name)
+def _state_dir(run_dir: Path, job_id: str | None = None) -> Path:
+    """RUN_DIR/local/, the state of the run directory's first job; a later job's (`hpclaunch resume`, which
+    queues the same script again) is RUN_DIR/local/<job id>/."""
+    base = RunFiles(run_dir).scheduler_state(LocalScheduler.name)
+    return base / job_id if job_id is not None and (base / job_id).is_dir() else base
 
 
 def _alive(pgid: int) -> bool:
@@ -48,12 +52,14 @@ def _alive(pgid: int) -> bool:
     return any(s and not s.startswith("Z") for s in out.split())
 
 
-def _start(argv: list[str], run_dir: Path, job_id: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _start(argv: list[str], run_dir: Path, job_id: str, env: dict[str, str] | None = None,
+           state: Path | None = None) -> subprocess.Popen:
     """Run `argv` in the background as its own process group, its output appended to the run directory's
-    job output, its state (job.json, exitcode) in RUN_DIR/local/."""
-    state = _state_dir(run_dir)
-    state.mkdir(exist_ok=True)
-    full_env = {**os.environ, **(env or {}), "HPCLAUNCH_JOB_ID": job_id, "HPCLAUNCH_RESTART": "0"}
+    job output, its state (job.json, exitcode) in `state` (default RUN_DIR/local/). HPCLAUNCH_RESTART is 0
+    unless `env` says otherwise."""
+    state = state or _state_dir(run_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "HPCLAUNCH_RESTART": "0", **(env or {}), "HPCLAUNCH_JOB_ID": job_id}
     with open(RunFiles(run_dir).job_output(job_id), "ab") as out:
         proc = subprocess.Popen(["sh", "-c", _WRAPPER, "hpclaunch-local", str(state / "exitcode"), *argv],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -124,6 +130,15 @@ class LocalScheduler(Scheduler):
         _start(["bash", str(script)], run_dir, job_id)
         return job_id
 
+    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
+        if exclude:
+            raise ConfigError(f"--exclude {','.join(exclude)}: the local scheduler runs the job on this machine: "
+                              "there are no nodes to exclude", hint="leave out --exclude")
+        job_id = registry.next_local_id()
+        _start(["bash", str(script)], run_dir, job_id, {"HPCLAUNCH_RESTART": str(restart)},
+               state=RunFiles(run_dir).scheduler_state(self.name) / job_id)
+        return job_id
+
     def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
                      after: Sequence[str] = ()) -> str:
         self.dependency_options(after)
@@ -150,7 +165,7 @@ class LocalScheduler(Scheduler):
         except HpclaunchError:
             return JobStatus(job_id, "UNKNOWN", source="local")
         run_dir = Path(record.run_dir)
-        state = _state_dir(run_dir)
+        state = _state_dir(run_dir, job_id)
         try:
             info = json.loads((state / "job.json").read_text())
             started, pgid = float(info["started"]), int(info["pgid"])
@@ -193,8 +208,9 @@ class LocalScheduler(Scheduler):
     def cancel(self, job_id: str) -> None:
         record = registry.get(job_id)
         run_dir = Path(record.run_dir)
+        state = _state_dir(run_dir, job_id)
         try:
-            pgid = int(json.loads((_state_dir(run_dir) / "job.json").read_text())["pgid"])
+            pgid = int(json.loads((state / "job.json").read_text())["pgid"])
         except (OSError, ValueError, TypeError, KeyError):
             if not run_dir.is_dir():
                 raise HpclaunchError(
@@ -205,18 +221,24 @@ class LocalScheduler(Scheduler):
             if (record.sweep or {}).get("id") not in (None, job_id):
                 _mark_cancelled(run_dir)  # a sweep's element not started yet: it never will be
                 return
-            raise HpclaunchError(f"cannot cancel local job {job_id}: {_state_dir(run_dir) / 'job.json'} is "
+            raise HpclaunchError(f"cannot cancel local job {job_id}: {state / 'job.json'} is "
                                  "missing or unreadable, so its process group is unknown") from None
         if not _alive(pgid):
             return
-        _mark_cancelled(run_dir)
+        (state / "cancelled").touch()
         _stop_group(pgid)
 
     def find_job(self, run_dir: Path) -> str | None:
-        try:
-            return str(json.loads((_state_dir(run_dir) / "job.json").read_text())["job_id"])
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
+        """The newest job started from `run_dir` (a resumed one's state is RUN_DIR/local/<job id>/)."""
+        base = _state_dir(run_dir)
+        started = []
+        for path in (base / "job.json", *base.glob("*/job.json")):
+            try:
+                info = json.loads(path.read_text())
+                started.append((float(info["started"]), str(info["job_id"])))
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+        return max(started)[1] if started else None
 
 
 def _mtime(path: Path) -> str | None:

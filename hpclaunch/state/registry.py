@@ -50,10 +50,13 @@ class JobRecord:
     # on each element's record (job id ARRAY_TASK) {"id": the sweep's id, "index", "values"}
     sweep: dict[str, Any] | None = None
     pending: bool = False  # recorded before the scheduler answered (see `begin`)
+    # a continuation (`hpclaunch resume`): {"job": the job it continues, "checkpoint": the checkpoint folder it
+    # resumes from (null: from scratch), "step", "restart": its first restart number, "from_scratch"}
+    resumes: dict[str, Any] | None = None
 
 
 _KEYS = {f.name for f in fields(JobRecord)}
-_OPTIONAL = {"preset", "pending", "sweep"}
+_OPTIONAL = {"preset", "pending", "sweep", "resumes"}
 
 
 class RegistryError(HpclaunchError):
@@ -94,7 +97,10 @@ def _record_path(job_id: str) -> Path:
 
 
 def _dump(record: JobRecord) -> str:
-    return json.dumps(asdict(record), indent=2) + "\n"
+    data = asdict(record)
+    if data["resumes"] is None:  # only continuations carry it: a record reads the same to older versions
+        del data["resumes"]
+    return json.dumps(data, indent=2) + "\n"
 
 
 def add(record: JobRecord) -> None:
@@ -123,7 +129,7 @@ def parse(path: Path) -> JobRecord:
         raise RegistryError(path, "; ".join(said))
     for key, value in data.items():
         ok = (isinstance(value, bool) if key == "pending" else
-              isinstance(value, dict) or value is None if key == "sweep" else
+              isinstance(value, dict) or value is None if key in ("sweep", "resumes") else
               isinstance(value, str) or (key == "preset" and value is None))
         if not ok:
             raise RegistryError(path, f"{key} is {value!r}")
@@ -268,7 +274,9 @@ def _abandoned(path: Path) -> IO[str] | None:
 def recover(find_job: Callable[[JobRecord], str | None]) -> list[str]:
     """Settle the pending records of submits that were killed: `find_job(record)` gives the id of the job
     queued from its run directory, or None when it queued none (raise HpclaunchError when it cannot
-    tell: the record stays). Returns one line per record settled, for the user."""
+    tell: the record stays). A resume's record (`hpclaunch resume`) names the run directory of the job it
+    resumes: found that job's id, or none, nothing was queued, and the run directory stays. Returns one line
+    per record settled, for the user."""
     folder = registry_dir()
     said: list[str] = []
     if not folder.is_dir():
@@ -283,10 +291,14 @@ def recover(find_job: Callable[[JobRecord], str | None]) -> list[str]:
         except HpclaunchError:
             handle.close()
             continue
-        if job_id:
+        resumed = (record.resumes or {}).get("job")
+        if job_id and job_id != resumed:
             add(replace(record, job_id=job_id, pending=False))
             said.append(f"job {job_id} from {record.run_dir} was queued by a submit that was interrupted; "
                         "recorded it now")
+        elif resumed and not (record.resumes or {}).get("from_scratch"):  # the run directory is the resumed job's
+            said.append(f"the resume of job {resumed} was stopped before the scheduler answered, and no job runs "
+                        f"from {record.run_dir}: nothing was queued (`hpclaunch resume {resumed}` again)")
         else:
             shutil.rmtree(record.run_dir, ignore_errors=True)
             said.append(f"the submission of {record.run_dir} never completed (hpclaunch was stopped before the "

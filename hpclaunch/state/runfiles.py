@@ -19,14 +19,17 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
                                                     nodes, devices, assets, environment (submit + the job at start)
     RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
-    RUN_DIR/retries.jsonl                           each resubmission after a node-level failure (submit --retries)
+    RUN_DIR/retries.jsonl                           the jobs that went on from the first, each from the one before:
+                                                    resubmissions after a node-level failure (submit --retries),
+                                                    resumes (`hpclaunch resume`: "resume": true)
     RUN_DIR/timeline.jsonl                          start-up stamps: submitted, started, env_ready, ... first_step,
                                                     finished; one line per phase and restart (hpclaunch.state.timeline)
     RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
     RUN_DIR/wandb/offline-run-<time>-<id>/          W&B's offline runs, one per start (tracking.wandb): run-<id>.wandb,
                                                     and run-<id>.wandb.synced once `hpclaunch sync` uploaded it
     RUN_DIR/checkpoints/                            checkpoints
-    RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...)
+    RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...;
+                                                    a resumed job's in local/<job id>/)
 
 A sweep (`submit --sweep`, one job array) has a folder of its own holding one run directory per element:
 
@@ -103,6 +106,7 @@ _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
 _PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")
 _MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
 _MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
+_RESTART_IN_NAME = re.compile(r"\.restart-(\d+)(?:\.|$)")
 
 
 def job_output_name(job_id: str) -> str:
@@ -215,6 +219,16 @@ class RunFiles:
 
     def scheduler_state(self, scheduler: str) -> Path:
         return self.root / scheduler
+
+    def next_restart(self) -> int:
+        """The restart number after every one this run directory has seen (rank logs, msrun node folders,
+        progress, usage samples, watchdog verdicts, the timeline): a job queued again into it (`hpclaunch
+        resume`) starts there, so its logs stay apart from those before it."""
+        seen = [int(rec["restart"]) for rec in read_json_lines(self.timeline) if isinstance(rec.get("restart"), int)]
+        for folder in (self.logs, self.logs / MSRUN_LOGS, self.progress, self.usage):
+            if folder.is_dir():
+                seen += [int(m.group(1)) for p in folder.iterdir() if (m := _RESTART_IN_NAME.search(p.name))]
+        return max(seen, default=-1) + 1
 
     def job_output(self, job_id: str) -> Path:
         return self.logs / job_output_name(job_id)

@@ -6,7 +6,8 @@
 
     phase            written by                                  when
     submitted        hpclaunch submit (each sweep element too),  the scheduler was asked to queue the job
-                     the job script for a --retries resubmission
+                     hpclaunch resume, the job script for a
+                     --retries resubmission
     started          the job script                              its first line runs
     env_ready        the job script                              modules loaded, python environment active
     launched         the job script                              its own work done, right before the launch
@@ -56,11 +57,12 @@ def append(path: Path, phase: str, *, restart: int, job: str, t: float) -> None:
         os.close(fd)
 
 
-def submitted(run_dir: Path, job: str, t: float) -> None:
-    """hpclaunch submit: the scheduler was asked at `t` and answered with `job` (restart 0). The job is
-    queued by now: a stamp that cannot be written is left out rather than failing the submit."""
+def submitted(run_dir: Path, job: str, t: float, restart: int = 0) -> None:
+    """hpclaunch submit: the scheduler was asked at `t` and answered with `job` (its first restart: 0, or the one
+    `hpclaunch resume` gave it). The job is queued by now: a stamp that cannot be written is left out rather
+    than failing the submit."""
     try:
-        append(RunFiles(run_dir).timeline, "submitted", restart=0, job=job, t=t)
+        append(RunFiles(run_dir).timeline, "submitted", restart=restart, job=job, t=t)
     except OSError:
         pass
 
@@ -92,9 +94,9 @@ def read(run: RunFiles) -> list[dict[str, Any]]:
 
 def per_restart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per restart, oldest first: its job id, each phase's time (the last stamp of a phase wins:
-    a job script rerun by hand stamps again), the spans between stamped phases in seconds (`durations`,
-    keyed by SPANS' names), `queued_s` and `startup_s` (start of the job script to the end of the first
-    step). A requeued restart, which nobody submitted, is queued from the previous restart's end."""
+    a job script run again under the same restart number stamps again), the spans between stamped phases in
+    seconds (`durations`, keyed by SPANS' names), `queued_s` and `startup_s` (start of the job script to the end
+    of the first step). A requeued restart, which nobody submitted, is queued from the previous restart's end."""
     stamps: dict[int, dict[str, float]] = {}
     jobs: dict[int, str] = {}
     for rec in records:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.layout import Layout, parse_layout
-from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source
+from hpclaunch.config.loader import RecipeSource, load_profile, load_recipe_source, read_profile
 from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
@@ -57,6 +58,7 @@ class CliOverrides:
     sbatch: Sequence[str] = field(default_factory=tuple)  # submit --sbatch KEY=VALUE
     launcher: str | None = None  # submit SCRIPT.py --launcher (an ad-hoc recipe: hpclaunch/config/adhoc.py)
     script_args: Sequence[str] | None = None  # submit ... -- ARGS: the script's own arguments (replace `args`)
+    exclude: Sequence[str] = field(default_factory=tuple)  # submit --exclude NODE[,NODE]: nodes the job must not get
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -334,11 +336,16 @@ def _wandb(recipe: Recipe, profile: Profile) -> dict[str, Any] | None:
 
 
 def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
-    if not cli.sbatch:
+    if not cli.sbatch and not cli.exclude:
         return {}
     from hpclaunch.schedulers import get_scheduler
 
-    options = get_scheduler(profile.scheduler).parse_options(cli.sbatch)
+    # --exclude NODE[,NODE] is the scheduler's own option, as --sbatch exclude=NODE[,NODE] would give it
+    options = get_scheduler(profile.scheduler).parse_options([*cli.sbatch, *(f"exclude={e}" for e in cli.exclude)])
+    if options is None and cli.exclude:
+        raise ConfigError(f"--exclude {','.join(cli.exclude)}: profile {profile.name!r} uses the {profile.scheduler} "
+                          "scheduler, which runs the job on this machine: there are no nodes to exclude",
+                          hint="leave out --exclude, or use a profile whose scheduler is slurm")
     if options is None:
         raise ConfigError(f"profile {profile.name!r} uses the {profile.scheduler} scheduler, which has no "
                           "sbatch options", key="--sbatch", hint="use a profile whose scheduler is slurm")
@@ -384,16 +391,19 @@ def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
                          f"{partition!r} of profile {profile.name!r} has {part.gpus_per_node} per node")
 
 
-def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> JobSpec:
+def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
+                  profile_ref: str | None = None) -> JobSpec:
+    """`profile_ref`: the --profile as given (a name or a file), for the commands the errors and hints suggest."""
     from hpclaunch.config.base import validate
     from hpclaunch.config.jobspec import JobSpec
 
     recipe, preset = _merge_recipe(src, cli.preset, cli.sets, cli.script_args)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
+        shown = shlex.quote(profile_ref or profile.name)
         raise NotFoundError("partition", partition, profile.partitions,
                             hint=f"the partitions of profile {profile.name!r} are listed by "
-                                 f"`hpclaunch profiles show {profile.name}`")
+                                 f"`hpclaunch profiles show {shown}`")
     _check_script(cli, recipe, src.dir)
     layout = _layout(cli, recipe, profile)
     _check_limits(profile, partition, layout)
@@ -407,7 +417,8 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
     if not _JOB_NAME.match(name):
         raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
     values = dict(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
-                  partition=partition, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, time=time,
+                  profile_ref=profile_ref, partition=partition, nodes=layout.nodes,
+                  gpus_per_node=layout.gpus_per_node, time=time,
                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                   sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
                   resources=_resources(cli, recipe, profile, partition, layout),
@@ -419,7 +430,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides) -> Job
 def resolve(recipe_ref: str, profile_ref: str, cli: CliOverrides | None = None) -> JobSpec:
     """Load the profile and the recipe and merge them with the CLI layer into a JobSpec."""
     cli = cli or CliOverrides()
-    return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli)
+    return resolve_parts(load_profile(profile_ref), recipe_source(recipe_ref, cli), cli, profile_ref)
 
 
 def recipe_source(recipe_ref: str, cli: CliOverrides) -> RecipeSource:
@@ -429,6 +440,14 @@ def recipe_source(recipe_ref: str, cli: CliOverrides) -> RecipeSource:
     if adhoc.is_script(recipe_ref) or cli.launcher is not None:
         return adhoc.script_source(recipe_ref, cli.launcher)
     return load_recipe_source(recipe_ref)
+
+
+def _profile_name(ref: str) -> str | None:
+    """The name of the profile `ref` finds (a profile file's own name), None where it finds none."""
+    try:
+        return str(read_profile(ref)[1]["name"])
+    except (ConfigError, NotFoundError, OSError, KeyError):
+        return None
 
 
 def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) -> JobSpec:
@@ -447,7 +466,8 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     if cli.launcher is not None:
         raise ConfigError(f"--launcher makes a recipe of a script; this resolved.yaml runs {saved.recipe.launcher}",
                           file=path, hint="leave out --launcher, or submit the script itself")
-    if profile_ref and profile_ref != saved.profile.name:
+    if profile_ref and profile_ref not in (saved.profile.name, saved.profile_ref) \
+            and _profile_name(profile_ref) != saved.profile.name:
         raise ConfigError(f"it was resolved for profile {saved.profile.name!r}, not {profile_ref!r}", file=path,
                           hint="resolve the recipe again to use another profile")
     if cli.preset is not None:
@@ -462,6 +482,6 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
                     inject=cli.inject or saved.inject)
     # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
     # ones apply; all are recorded
-    spec = resolve_parts(profile, src, again)
+    spec = resolve_parts(profile, src, again, profile_ref or saved.profile_ref)
     sbatch = get_scheduler(profile.scheduler).merge_options(saved.sbatch, spec.sbatch)
     return with_fields(spec, sets=(*saved.sets, *cli.sets), sbatch=sbatch)

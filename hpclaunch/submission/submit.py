@@ -55,10 +55,12 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
-def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = False) -> Submission:
+def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = False,
+           resumes: dict[str, Any] | None = None) -> Submission:
     """The record is written (pending, naming the run directory) before the scheduler is asked and gets
     the job id after: a submit killed in between leaves a record that `registry.recover` settles. `after`:
-    ``JOB[:ok|any|notok]`` the job waits for (checked before anything is written)."""
+    ``JOB[:ok|any|notok]`` the job waits for (checked before anything is written). `resumes`: the record's
+    link to the job this one continues (`hpclaunch resume --from-scratch`)."""
     from hpclaunch.schedulers import get_scheduler
     from hpclaunch.state import registry
     from hpclaunch.submission.provenance import record_submit
@@ -68,7 +70,7 @@ def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = F
     prepared = dry_run(spec, check_scheduler=True, strict=True, skip_fit_check=skip_fit_check)
     try:
         record_submit(spec, prepared.run_dir)  # the original recipe folder's git state: the job sees a copy
-        pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir))
+        pending = registry.begin(job_record(spec, "", scheduler.name, prepared.run_dir, resumes=resumes))
     except BaseException:
         remove_run_dir(prepared.run_dir)
         raise
@@ -85,11 +87,11 @@ def submit(spec: JobSpec, after: Sequence[str] = (), *, skip_fit_check: bool = F
 
 
 def job_record(spec: JobSpec, job_id: str, scheduler: str, run_dir: Path,
-               sweep: dict[str, Any] | None = None) -> registry.JobRecord:
+               sweep: dict[str, Any] | None = None, resumes: dict[str, Any] | None = None) -> registry.JobRecord:
     from hpclaunch.state import registry
 
     return registry.JobRecord(
         job_id=job_id, scheduler=scheduler, profile=spec.profile.name, recipe=spec.recipe.name,
         preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
-        run_dir=str(run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sweep=sweep,
+        run_dir=str(run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sweep=sweep, resumes=resumes,
     )

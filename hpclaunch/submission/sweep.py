@@ -30,6 +30,7 @@ from hpclaunch.state.sweeps import label
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.submission.resolve import CliOverrides
+    from hpclaunch.submission.rundir import RecipeCopy
 
 MAX_ELEMENTS = 1000  # Slurm's default MaxArraySize is 1001 (tasks 0-1000)
 _EXAMPLE = "e.g. --sweep train.lr=1e-4,3e-4"
@@ -170,7 +171,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     keys = tuple(elements[0][0])
     warnings: dict[str, None] = {}
     done: list[Element] = []
-    written: list[tuple[Path, dict[str, str], tuple[Path, str | None]]] = []
+    written: list[tuple[Path, dict[str, str], RecipeCopy]] = []
     for index, (values, spec) in enumerate(elements):
         run_dir = folder.element(index)
         try:

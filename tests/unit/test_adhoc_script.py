@@ -1,10 +1,12 @@
 """`hpclaunch submit SCRIPT.py --launcher torchrun|deepspeed -- ARGS`: a user's own script as an ad-hoc recipe.
 The launch line passes the script its own arguments only (hpclaunch's config comes through HPCLAUNCH_CONFIG),
-the run directory keeps the script alone and a resolved.yaml that reruns it; bad input exits 2 writing
-nothing; and a plain argparse script really runs under torchrun with 2 ranks on the local profile."""
+the run directory keeps a copy of the script's folder (within a size limit) and a resolved.yaml that reruns it,
+and the script runs in that copy, so it opens the files beside it as it would at home; bad input exits 2
+writing nothing; and a plain argparse script really runs under torchrun with 2 ranks on the local profile."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -31,10 +33,15 @@ def _run_dir(stderr: str) -> Path:
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
-    """The user's script in a folder of its own, beside a file the run directory must not copy."""
+    """The user's script in a folder of its own, beside the files it reads (seed 000's override_config.json, a
+    data file in a subfolder) and what no job needs (its git history, Python's caches)."""
     folder = tmp_path / "my project"
-    folder.mkdir()
-    (folder / "big-data.bin").write_bytes(b"\0" * 1024)
+    (folder / "data").mkdir(parents=True)
+    (folder / "override_config.json").write_text('{"num_hidden_layers": 1}\n')
+    (folder / "data" / "small.bin").write_bytes(b"\0" * 1024)
+    for skipped in (".git/objects/ab", "__pycache__"):
+        (folder / skipped).mkdir(parents=True)
+        (folder / skipped / "x.pyc").write_bytes(b"\0")
     return Path(shutil.copy(SCRIPT, folder / "train-it.py"))
 
 
@@ -49,9 +56,13 @@ def test_dry_run_passes_the_scripts_own_args_intact(hpclaunch, script):
                                            "--config mine")
     assert "--nproc-per-node=2" in _launch_line(r.stdout)
     assert f"export HPCLAUNCH_CONFIG={run_dir / 'resolved.yaml'}" in r.stdout
-    # the script alone is copied (like a recipe's folder is), not the folder it lies in
-    assert sorted(p.name for p in (run_dir / "recipe").iterdir()) == ["train-it.py"]
+    # the script's folder is copied, as a recipe's is (without version control and caches), and the ranks
+    # run in the copy
+    copy = run_dir / "recipe"
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == [
+        "data", "data/small.bin", "override_config.json", "train-it.py"]
     assert copied.read_text() == script.read_text()
+    assert f"#   cd {copy} || exit 1" in r.stdout
     resolved = yaml.safe_load((run_dir / "resolved.yaml").read_text())
     assert resolved["name"] == "train-it"
     assert {k: resolved["recipe"][k] for k in ("name", "script", "launcher", "adhoc", "args")} == {
@@ -126,3 +137,50 @@ def test_a_plain_argparse_script_runs_under_torchrun_with_two_ranks(hpclaunch, s
     config = run_dir / "resolved.yaml"
     for rank in (0, 1):  # (1 + 2) all-reduced 3 times: 3, 6, 12; each rank parsed its own arguments
         assert f"rank={rank} world=2 steps=3 name=x sum=12 config={config}" in r.stdout
+
+
+def test_a_folder_too_large_to_copy_is_refused_writing_nothing(hpclaunch, hpc_home, script, monkeypatch):
+    from hpclaunch.submission import rundir
+
+    monkeypatch.setattr(rundir, "SCRIPT_FOLDER_MAX_BYTES", 1500)  # the script and override fit, not the data
+    r = hpclaunch("submit", str(script), "--profile", "local", "--dry-run")
+    assert r.exit_code == 2, r.output
+    assert f"the folder of train-it.py, {script.parent}, holds more than 0 MiB" in r.stderr
+    assert "put the script and the files it reads in a folder of their own" in r.stderr
+    assert not (hpc_home / "runs").exists() or not any((hpc_home / "runs").iterdir())
+    monkeypatch.setattr(rundir, "SCRIPT_FOLDER_MAX_BYTES", 100 << 20)
+    monkeypatch.setattr(rundir, "SCRIPT_FOLDER_MAX_FILES", 2)
+    r = hpclaunch("submit", str(script), "--profile", "local", "--dry-run")
+    assert r.exit_code == 2 and "holds more than 2 files" in r.stderr, r.output
+
+
+def test_the_run_root_inside_the_folder_is_left_out_and_a_linked_folder_stays_a_link(hpclaunch, script, tmp_path,
+                                                                                   monkeypatch):
+    folder = script.parent
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(folder / "state"))  # runs land in the very folder that is copied
+    (tmp_path / "scratch-data").mkdir()
+    (tmp_path / "scratch-data" / "big.bin").write_bytes(b"\0" * 4096)
+    (folder / "data" / "scratch").symlink_to("../../scratch-data")  # relative: it would break in a copy
+    for _ in range(2):
+        r = hpclaunch("submit", str(script), "--profile", "local", "--dry-run", "--json")
+        assert r.exit_code == 0, r.output
+    copy = Path(json.loads(r.stdout)["run_dir"]) / "recipe"
+    assert not (copy / "state" / "runs").exists()
+    link = copy / "data" / "scratch"
+    assert link.is_symlink() and link.resolve() == (tmp_path / "scratch-data").resolve()
+    assert (link / "big.bin").stat().st_size == 4096
+
+
+def test_the_script_runs_in_its_folder_and_opens_the_files_beside_it(hpclaunch, tmp_path):
+    """Seed 000's main_hf.py reads override_config.json by a relative path (and skips it silently when absent)."""
+    folder = tmp_path / "seed000"
+    folder.mkdir()
+    (folder / "override_config.json").write_text('{"num_hidden_layers": 1, "attention_dropout": 0.0}\n')
+    (folder / "main_hf.py").write_text(
+        "import json, os\n"
+        "found = os.path.exists('override_config.json')\n"
+        "override = json.load(open('override_config.json', encoding='utf8')) if found else None\n"
+        "print(f\"rank={os.environ['RANK']} override={override}\", flush=True)\n")
+    r = hpclaunch("submit", str(folder / "main_hf.py"), "--profile", "local", "--layout", "1n1g", "--follow")
+    assert r.exit_code == 0, r.output
+    assert "rank=0 override={'num_hidden_layers': 1, 'attention_dropout': 0.0}" in r.stdout

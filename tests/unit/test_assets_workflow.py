@@ -95,8 +95,12 @@ def test_inventory_lists_and_verifies(tmp_path: Path) -> None:
     assert [c.ok for c in checks] == [False, False]
     assert checks[1].to_json()["problems"][0].endswith("corrupt (sha256 is not the manifest's "
                                                        f"{checks[1].manifest.files[0].sha256[:12]})")
-    with pytest.raises(AssetError, match=r"2 problem\(s\) in the asset store"):
-        raise_for_problems(store, checks)
+    with pytest.raises(AssetError, match=r"2 problem\(s\) in the asset store") as found:
+        raise_for_problems(store, checks, "my profiles/lab.yaml")
+    # the command that fetches the corrupt file again, with the profile as given (a folder without a manifest
+    # names no repo to stage)
+    assert found.value.hint == ("stage them again: hpclaunch stage-assets --model org/tiny --profile "
+                                "'my profiles/lab.yaml' (only bad files are fetched)")
 
 
 def test_unpack_refuses_members_that_would_land_outside_the_store(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """A job the user cancelled is diagnosed as cancelled by the user, not as the failure its ranks print while
-they are stopped, with the newest checkpoint to resume from (real local jobs, `hpclaunch cancel`)."""
+they are stopped, with the newest checkpoint and the `hpclaunch resume` that goes on from it (real local jobs,
+`hpclaunch cancel`)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,16 @@ def test_a_cancelled_job_is_diagnosed_as_cancelled_with_its_newest_checkpoint(hp
     assert f"job {job_id} CANCELLED" in result.stdout
     assert "cause: cancelled by a user" in result.stdout
     assert f"its newest checkpoint is step 200 ({run_dir / 'checkpoints' / 'step-00000200'})" in result.stdout
-    assert f"HPCLAUNCH_JOB_ID=resume bash {run_dir / 'job.sbatch'}" in result.stdout
+    assert f"to go on from it: hpclaunch resume {job_id}" in result.stdout
     data = json.loads(hpclaunch("logs", job_id, "--diagnose", "--json").stdout)
     assert data["cause"] == "cancelled" and data["checkpoint"] == str(run_dir / "checkpoints" / "step-00000200")
 
 
-def test_a_cancelled_job_without_a_checkpoint_is_to_be_submitted_again(hpclaunch):
+def test_a_cancelled_job_without_a_checkpoint_is_to_be_started_over(hpclaunch):
     job_id, run_dir = start_local_job(hpclaunch, "sleep 60")
     assert wait_local(job_id, until="RUNNING") == "RUNNING"
     hpclaunch("cancel", job_id)
     out = hpclaunch("logs", job_id, "--diagnose").stdout
     assert "cause: cancelled by a user" in out
-    assert f"it wrote no checkpoint, so submit it again to start over: hpclaunch submit {run_dir / 'resolved.yaml'}" \
+    assert f"it wrote no checkpoint, so start it over (a new run directory): hpclaunch resume {job_id} --from-scratch" \
         in out

@@ -195,6 +195,10 @@ def test_preflight_warns_on_a_dry_run_and_refuses_a_submit(
     assert f"needs {total} GiB per device on 1n2g" in refused.stderr and "have 0.25 GiB" in refused.stderr
     assert "--skip-fit-check" in refused.stderr and "Traceback" not in refused.output
     assert _run_dirs(hpc_home) == before  # nothing written
+    # the details command of the hint, pasted, plans this very job (the recipe and profile as files)
+    details = refused.stderr.split("details: ", 1)[1].split("; queue it anyway", 1)[0]
+    assert details == f"hpclaunch plan {recipe} --profile {profile} --layout 1n2g --partition local"
+    assert _plan(hpclaunch, *shlex.split(details)[2:])["per_device_gib"] == plan["per_device_gib"]
 
     fits = hpclaunch("submit", recipe, "--profile", str(_tiny_profile(tmp_path, 80)), "--dry-run")
     assert fits.exit_code == 0 and ": fits" in fits.stderr and "warning" not in fits.stderr

@@ -167,8 +167,8 @@ def test_missing_hub_asset_names_it_and_the_stage_command(tmp_path, monkeypatch)
         (),
         {
             "preset": "full",
-            "recipe": type("R", (), {"name": "gpt2"})(),
-            "profile": type("P", (), {"name": "guangzhou-a800"})(),
+            "recipe_arg": "gpt2",  # the JobSpec's: the recipe and the profile as a command names them
+            "profile_arg": "guangzhou-a800",
         },
     )()
     with pytest.raises(AssetError) as e:

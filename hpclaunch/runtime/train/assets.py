@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -31,9 +32,9 @@ def job_store(spec: JobSpec) -> Path:
 
 
 def _stage_hint(spec: JobSpec) -> str:
-    preset = f" --preset {spec.preset}" if spec.preset else ""
+    preset = f" --preset {shlex.quote(spec.preset)}" if spec.preset else ""
     return (
-        f"run `hpclaunch stage-assets {spec.recipe.name} --profile {spec.profile.name}{preset}` "
+        f"run `hpclaunch stage-assets {spec.recipe_arg} --profile {spec.profile_arg}{preset}` "
         f"where there is network, then copy the store to the cluster"
     )
 

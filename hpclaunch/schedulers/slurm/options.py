@@ -104,12 +104,44 @@ def parse_sbatch(items: Sequence[str]) -> dict[str, str | None]:
                                   hint=SIGNAL_HINT) from None
         if _VALUE_BREAK.search(value):
             raise ConfigError(f"--sbatch {item!r}: the value holds a line break, which an #SBATCH line cannot carry")
+        if name == "exclude":  # --exclude NODE[,NODE], given more than once: all of them
+            value = join_nodes(out.get(name), value)
         out[name] = value if eq else None
     for group in ALTERNATIVES:
         both = sorted(group & set(out))
         if len(both) > 1:
             raise ConfigError(f"--sbatch {' and '.join(both)}: sbatch takes one of them", hint="keep one")
     return out
+
+
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[0-9,-]+\][A-Za-z0-9._-]*)*$")
+
+
+def split_nodes(text: str | None) -> list[str]:
+    """``a,node[1-3,5],b`` -> ``[a, node[1-3,5], b]``: a comma inside brackets belongs to the range."""
+    out, depth, word = [], 0, ""
+    for ch in (text or "").strip().strip("'"):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(word.strip())
+            word = ""
+        else:
+            word += ch
+    return [w for w in (*out, word.strip()) if w]
+
+
+def join_nodes(*lists: str | None) -> str:
+    """Node lists (``node1,node[3-4]``) as one for --exclude, each node once, in the order given; a word that is
+    no node name or range is refused."""
+    nodes: list[str] = []
+    for given in lists:
+        for node in split_nodes(given):
+            if not _NODE.match(node):
+                raise ConfigError(f"--exclude {given}: {node!r} is not a node name or range (node7, node[1-4])",
+                                  hint="give node names as Slurm shows them (sinfo -N), separated by commas")
+            if node not in nodes:
+                nodes.append(node)
+    return ",".join(nodes)
 
 
 DEPENDENCY_TYPES = {"ok": "afterok", "any": "afterany", "notok": "afternotok"}

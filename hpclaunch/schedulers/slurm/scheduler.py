@@ -17,7 +17,15 @@ from hpclaunch.core.shell import quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
 from hpclaunch.schedulers.base import Check, JobStatus, Scheduler
-from hpclaunch.schedulers.slurm.options import MEMORY, SIGNAL_HINT, dependency_option, over, signal_lead
+from hpclaunch.schedulers.slurm.options import (
+    MEMORY,
+    SIGNAL_HINT,
+    dependency_option,
+    join_nodes,
+    over,
+    signal_lead,
+    split_nodes,
+)
 from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
 
 if TYPE_CHECKING:
@@ -130,18 +138,18 @@ def sbatch_lines(options: dict[str, str | None]) -> list[str]:
             for k, v in sorted(options.items())]
 
 
-def exclude_option(script: Path) -> list[str]:
-    """``--exclude=`` for the nodes blamed for recent failures (hpclaunch/state/suspects.py), joined with the
-    script's own ``#SBATCH --exclude`` (an sbatch option given on the command line replaces it)."""
+def exclude_option(script: Path, also: Sequence[str] = ()) -> list[str]:
+    """``--exclude=`` for the nodes blamed for recent failures (hpclaunch/state/suspects.py) and `also` (`resume
+    --exclude`), joined with the script's own ``#SBATCH --exclude`` (an sbatch option given on the command line
+    replaces it)."""
     from hpclaunch.state import suspects
 
-    nodes = suspects.excluded()
+    nodes = sorted({*suspects.excluded(), *split_nodes(join_nodes(*also))})
     if not nodes:
         return []
     for line in script.read_text(encoding="utf-8").splitlines():
         if line.startswith("#SBATCH --exclude="):
-            own = line.split("=", 1)[1].strip().strip("'")
-            nodes = sorted({*nodes, *(n for n in own.split(",") if n)})
+            nodes = sorted({*nodes, *split_nodes(line.split("=", 1)[1])})
     return [f"--exclude={','.join(nodes)}"]
 
 
@@ -155,7 +163,10 @@ class SlurmScheduler(Scheduler):
         return parse_sbatch(options)
 
     def merge_options(self, recorded: dict[str, str | None], given: dict[str, str | None]) -> dict[str, str | None]:
-        return over(recorded, given)  # --no-requeue given replaces a recorded --requeue
+        merged = over(recorded, given)  # --no-requeue given replaces a recorded --requeue
+        if recorded.get("exclude") and given.get("exclude"):  # --exclude adds to the nodes excluded before
+            merged["exclude"] = join_nodes(recorded["exclude"], given["exclude"])
+        return merged
 
     def write_profile(self, name: str, partitions: Sequence[str], out: Path | None, *, force: bool = False) -> Path:
         from hpclaunch.schedulers.slurm.discover import write_profile
@@ -211,7 +222,10 @@ class SlurmScheduler(Scheduler):
         return dependency_option(after)
 
     def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
-        argv = ["sbatch", "--parsable", *dependency_option(after), *exclude_option(script), str(script)]
+        return self._sbatch(["sbatch", "--parsable", *dependency_option(after), *exclude_option(script), str(script)])
+
+    def _sbatch(self, argv: list[str]) -> str:
+        """Run sbatch --parsable; the job id it answered."""
         proc = cmd.run(argv, timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
@@ -221,6 +235,12 @@ class SlurmScheduler(Scheduler):
     def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
                      after: Sequence[str] = ()) -> str:
         return self.submit(script, sweep_dir, after)  # --array is in the script
+
+    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
+        # a fresh count of requeues without progress: the job before it may have stopped on that count
+        (RunFiles(run_dir).scheduler_state(self.name) / "requeues-without-progress").unlink(missing_ok=True)
+        env = f"--export=ALL,HPCLAUNCH_RESTART_BASE={restart},HPCLAUNCH_RETRY=0"
+        return self._sbatch(["sbatch", "--parsable", env, *exclude_option(script, exclude), str(script)])
 
     # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
     # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm/output.py.
