@@ -28,7 +28,7 @@ from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
-from hpclaunch.errors import ConfigError, LimitError, NotFoundError
+from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NotFoundError
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -376,6 +376,66 @@ def _check_script(cli: CliOverrides, recipe: Recipe, folder: Path) -> None:
                                "name it relative to it")
 
 
+# launcher x accelerator pairs that cannot run, and why (the launcher's own list of devices has no such one)
+_NO_ACCELERATOR = {
+    ("deepspeed", "musa"): "DeepSpeed has no MUSA accelerator (its accelerator list: cuda, cpu, npu, xpu, hpu, mps, "
+                           "mlu), so its engine cannot start on Moore Threads devices",
+}
+
+
+def _torchrun_presets(src: RecipeSource) -> list[str]:
+    presets = src.data.get("presets")
+    return [str(name) for name, over in presets.items()
+            if isinstance(over, dict) and over.get("launcher") == "torchrun"] if isinstance(presets, dict) else []
+
+
+def _torchrun_recipes() -> list[str]:
+    """The recipes on the search path that run under torchrun, themselves or with a preset (best effort)."""
+    from hpclaunch.config.loader import recipe_dirs
+    from hpclaunch.config.yamlfile import read_yaml
+
+    found = []
+    for name, folder in sorted(recipe_dirs().items()):
+        try:
+            data = read_yaml(folder / "recipe.yaml")
+        except (HpclaunchError, OSError):  # `hpclaunch recipes list` reports an unreadable recipe
+            continue
+        presets = _torchrun_presets(RecipeSource(dir=folder, file=folder / "recipe.yaml", data=data))
+        if data.get("launcher") == "torchrun":
+            found.append(name)
+        elif presets:
+            found.append(f"{name} (--preset {' / '.join(presets)})")
+    return found
+
+
+def _check_launcher(cli: CliOverrides, recipe: Recipe, profile: Profile, src: RecipeSource) -> None:
+    """Refuse a launcher that cannot run on the profile's accelerator, before anything is queued."""
+    why = _NO_ACCELERATOR.get((recipe.launcher, profile.accelerator))
+    if why is None:
+        return
+    origin = _recipe_origin(cli, recipe, "launcher")
+    what = (f"script {recipe.script} runs under launcher {recipe.launcher}" if recipe.adhoc else
+            f"recipe {recipe.name} runs under launcher {recipe.launcher}"
+            f"{f' ({origin})' if origin.startswith('--set') else ''}")
+    message = f"{what}, and profile {profile.name!r} has accelerator {profile.accelerator}: {why}"
+    if recipe.adhoc:
+        raise ConfigError(message, key="launcher", hint="submit it with --launcher torchrun (DDP, or your own "
+                                                        "parallelism in the script)")
+    presets = _torchrun_presets(src)
+    if src.data.get("launcher") == "torchrun":
+        hint = f"recipe {recipe.name}'s own launcher is torchrun: leave out the setting that changes it"
+    elif presets:
+        hint = (f"run it under torchrun, as its preset{'s' if len(presets) > 1 else ''} {', '.join(presets)} "
+                f"do{'' if len(presets) > 1 else 'es'}: `--preset {presets[-1]}`, or `--set launcher=torchrun "
+                "--set deepspeed=null` with the preset you chose")
+    else:
+        others = [r for r in _torchrun_recipes() if r != recipe.name]
+        hint = (f"recipe {recipe.name} has no torchrun preset (its script runs under DeepSpeed only), so it cannot "
+                f"run on {profile.accelerator}; recipes that can"
+                f"{': ' + ', '.join(others) if others else ' run under torchrun (`hpclaunch recipes list`)'}")
+    raise ConfigError(message, key="launcher", hint=hint)
+
+
 def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
     allowed = DEVICES_PER_NODE.get(profile.accelerator)
     if allowed and layout.gpus_per_node not in allowed:
@@ -405,6 +465,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                             hint=f"the partitions of profile {profile.name!r} are listed by "
                                  f"`hpclaunch profiles show {shown}`")
     _check_script(cli, recipe, src.dir)
+    _check_launcher(cli, recipe, profile, src)
     layout = _layout(cli, recipe, profile)
     _check_limits(profile, partition, layout)
     time = _time(cli, recipe, profile, partition)

@@ -64,3 +64,30 @@ def test_the_tp_plan_halves_what_a_rank_holds(hpclaunch, hpc_home: Path) -> None
     assert tp["global_batch"] == ddp["global_batch"] == 16 and tp["tokens_per_step"] == ddp["tokens_per_step"]
     assert 0.5 <= tp["model_states_gib"] / ddp["model_states_gib"] < 0.51  # the norms and routers stay whole
     assert tp["activations_gib"] < ddp["activations_gib"] * 2  # twice the micro-batch, its inner tensors halved
+
+
+@pytest.mark.parametrize("args, expected, hint", [
+    (("bert_large",), "recipe bert_large runs under launcher deepspeed, and profile 'musa-s4000' has accelerator "
+                      "musa: DeepSpeed has no MUSA accelerator",
+     "recipe bert_large has no torchrun preset (its script runs under DeepSpeed only), so it cannot run on musa; "
+     "recipes that can: "),
+    (("mixtral",), "recipe mixtral runs under launcher deepspeed", "`--set launcher=torchrun --set deepspeed=null`"),
+    (("gpt2", "--set", "launcher=deepspeed", "--set", "train.compile=false"),
+     "runs under launcher deepspeed (--set launcher=deepspeed)", "recipe gpt2's own launcher is torchrun"),
+])
+def test_deepspeed_on_musa_is_refused_with_the_way_that_runs(hpclaunch, hpc_home: Path, args: tuple[str, ...],
+                                                              expected: str, hint: str) -> None:
+    recipe, *rest = args
+    result = hpclaunch("submit", str(REPO / "recipes" / recipe), "--profile", "musa-s4000", *rest, "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert expected in result.stderr and hint in " ".join(result.stderr.split()), result.stderr
+    assert "Traceback" not in result.output
+    if recipe == "bert_large":
+        assert "gpt2" in result.stderr and "mixtral (--preset tp / tp1)" in result.stderr
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+
+
+def test_the_torchrun_way_on_musa_is_accepted(hpclaunch, hpc_home: Path) -> None:
+    for sets in (("--preset", "tp1"), ("--set", "launcher=torchrun", "--set", "deepspeed=null")):
+        result = hpclaunch("submit", str(REPO / "recipes" / "mixtral"), "--profile", "musa-s4000", *sets, "--dry-run")
+        assert result.exit_code == 0, result.output
