@@ -115,6 +115,9 @@ class DeepSpeedSpec(StrictModel, frozen=True, kw_only=True):
     ] = ()
     config: Annotated[dict[str, Any], Meta(description="raw ds_config.json keys merged over the generated ones")] = {}
 
+    def __post_init__(self) -> None:
+        rules.zero_offload(self)
+
 
 class ParallelSpec(StrictModel, frozen=True, kw_only=True):
     """How a model replica is split: MindSpore's parallel config (seed 004) under msrun; tensor x data parallel

@@ -201,6 +201,20 @@ def launcher_sections(r: Any) -> None:
                              "set train.lr, train.weight_decay, train.adam_betas, train.warmup_steps instead")
 
 
+def zero_offload(ds: Any) -> None:
+    """Parameter offload is a ZeRO-3 feature: under stages 0-2 DeepSpeed reads no offload_param and keeps the
+    parameters on the device (the ds_config.json would hold it all the same)."""
+    raw = ds.config.get("zero_optimization")
+    raw = raw if isinstance(raw, dict) else {}
+    stage = raw.get("stage", ds.zero_stage)
+    if (ds.offload_param or raw.get("offload_param")) and stage != 3:
+        where = "deepspeed.offload_param" if ds.offload_param else "deepspeed.config.zero_optimization.offload_param"
+        origin = "deepspeed.zero_stage" if "stage" not in raw else "deepspeed.config.zero_optimization.stage"
+        raise ValueError(f"{where}: parameter offload is a ZeRO-3 feature, and {origin} is {stage}: DeepSpeed would "
+                         "ignore it and keep the parameters on the device; set deepspeed.zero_stage=3 with it, or "
+                         "deepspeed.offload_optimizer=true (the optimizer states, ZeRO-1/2/3) instead")
+
+
 # MindSpore's parallel keys that the torch recipes have no counterpart for
 MINDSPORE_ONLY = ("micro_batch_num", "optimizer_shard", "recompute", "vocab_emb_dp")
 

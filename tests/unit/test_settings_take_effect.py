@@ -28,6 +28,13 @@ REPO = Path(__file__).resolve().parents[2]
     (("mixtral", "--preset", "tp", "--set", "parallel.model_parallel=4", "--set",
       "model.config.num_attention_heads=4"),
      "model_parallel(4) does not divide num_key_value_heads(2)"),
+    (("mixtral", "--preset", "tiny", "--set", "deepspeed.zero_stage=2", "--set", "deepspeed.offload_param=true"),
+     "deepspeed.offload_param: parameter offload is a ZeRO-3 feature, and deepspeed.zero_stage is 2"),
+    (("bert_large", "--preset", "tiny", "--set", "deepspeed.zero_stage=0", "--set", "deepspeed.offload_param=true"),
+     "set deepspeed.zero_stage=3 with it, or deepspeed.offload_optimizer=true"),
+    (("mixtral", "--preset", "tiny", "--set", "deepspeed.zero_stage=1", "--set",
+      'deepspeed.config={"zero_optimization": {"offload_param": {"device": "cpu"}}}'),
+     "deepspeed.config.zero_optimization.offload_param: parameter offload is a ZeRO-3 feature"),
 ])
 def test_a_setting_the_job_would_ignore_is_refused(hpclaunch, hpc_home: Path, args: tuple[str, ...],
                                                    expected: str) -> None:
@@ -40,7 +47,8 @@ def test_a_setting_the_job_would_ignore_is_refused(hpclaunch, hpc_home: Path, ar
 
 def test_the_same_settings_done_the_supported_way_are_accepted(hpclaunch, hpc_home: Path) -> None:
     for recipe, sets in (("mixtral", ("--set", 'deepspeed.config={"zero_optimization": {"reduce_bucket_size": 1000}}')),
-                         ("gpt2", ("--set", "launcher=deepspeed", "--set", "train.compile=false"))):
+                         ("gpt2", ("--set", "launcher=deepspeed", "--set", "train.compile=false")),
+                         ("mixtral", ("--set", "deepspeed.zero_stage=3", "--set", "deepspeed.offload_param=true"))):
         result = hpclaunch("submit", str(REPO / "recipes" / recipe), "--profile", "local", "--preset", "tiny",
                            *sets, "--dry-run")
         assert result.exit_code == 0, result.output
