@@ -16,14 +16,39 @@ from hpclaunch.plan.memory import ModelFacts
 MODEL_TYPE = "gpt_mindspore"
 
 
+_TYPE_NAMES = {int: "a whole number", str: "text", dict: "a mapping", list: "a list", bool: "true/false",
+               float: "a decimal number", type(None): "null"}
+
+
+def _whole(config: dict[str, Any], key: str, default: int | None, source: str) -> int:
+    """model.config.KEY as a whole number of at least 1; a missing key takes `default` (None: required). A null
+    is refused as the script reads it: `mc.get(key, default)` gives None, not the default."""
+    if key not in config and default is not None:
+        return default
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        what = "missing" if key not in config else f"{value!r} ({_TYPE_NAMES.get(type(value), type(value).__name__)})"
+        raise NoPlan(f"{source}: model.config.{key} is {what}: the model needs a whole number of at least 1",
+                     hint=f"set it with --set model.config.{key}=N (or in the recipe's model.config)")
+    return value
+
+
 def gpt_facts(config: dict[str, Any], seq_len: int, *, source: str) -> ModelFacts:
-    try:
-        h, heads, layers = int(config["hidden_size"]), int(config["num_attention_heads"]), int(config["num_layers"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise NoPlan(f"{source}: model.config needs hidden_size, num_attention_heads and num_layers ({exc})") from None
-    groups = int(config.get("num_query_groups") or heads) if config.get("group_query_attention") else heads
-    hd, vocab = h // heads, int(config.get("vocab_size", 256))
-    ffn, positions = int(config.get("ffn_hidden_size") or 4 * h), int(config.get("seq_length") or seq_len)
+    """`config`: the recipe's model.config; every value read here is checked (NoPlan names the key and value)."""
+    h = _whole(config, "hidden_size", None, source)
+    heads = _whole(config, "num_attention_heads", None, source)
+    layers = _whole(config, "num_layers", None, source)
+    gqa = config.get("group_query_attention", False)
+    if not isinstance(gqa, bool):
+        raise NoPlan(f"{source}: model.config.group_query_attention is {gqa!r}: expected true or false")
+    groups = _whole(config, "num_query_groups", None, source) if gqa else heads
+    if h % heads:
+        raise NoPlan(f"{source}: model.config: num_attention_heads({heads}) does not divide hidden_size({h})")
+    if heads % groups:
+        raise NoPlan(f"{source}: model.config: num_query_groups({groups}) does not divide "
+                     f"num_attention_heads({heads})")
+    hd, vocab = h // heads, _whole(config, "vocab_size", 256, source)
+    ffn, positions = _whole(config, "ffn_hidden_size", 4 * h, source), _whole(config, "seq_length", seq_len, source)
     qkv = (heads + 2 * groups) * hd
     block = 2 * 2 * h + (h * qkv + qkv) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h)
     embeddings = vocab * h + positions * h

@@ -28,7 +28,7 @@ from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
-from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NotFoundError
+from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NoPlan, NotFoundError
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -436,6 +436,20 @@ def _check_launcher(cli: CliOverrides, recipe: Recipe, profile: Profile, src: Re
     raise ConfigError(message, key="launcher", hint=hint)
 
 
+def _check_model_config(recipe: Recipe) -> None:
+    """recipes/gpt_mindspore's model.config, read by its script with no checks of its own: a value of the wrong
+    type would stop the job after the queue wait, so the plan's reading of it (which checks each value) runs here."""
+    from hpclaunch.plan import mindspore
+
+    m = recipe.model
+    if recipe.launcher != "msrun" or m is None or m.model_type != mindspore.MODEL_TYPE:
+        return
+    try:
+        mindspore.gpt_facts(dict(m.config), recipe.train.seq_len, source=f"recipe {recipe.name}")
+    except NoPlan as exc:
+        raise ConfigError(exc.message, hint=exc.hint) from None
+
+
 def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
     allowed = DEVICES_PER_NODE.get(profile.accelerator)
     if allowed and layout.gpus_per_node not in allowed:
@@ -470,6 +484,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
     _check_limits(profile, partition, layout)
     time = _time(cli, recipe, profile, partition)
     dp, accum, global_batch = _batch(recipe, layout.world_size)
+    _check_model_config(recipe)
     try:
         profile.python_env_for(recipe.python_env)
     except ValueError as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
 
@@ -48,3 +50,43 @@ def test_optimizer_shard_is_refused_not_ignored(hpclaunch, hpc_home):
                        "parallel.optimizer_shard=true")
     assert result.exit_code == 2
     assert "parallel.optimizer_shard asked, but its script does not shard the optimizer" in result.stderr
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("abc", "model.config.seq_length is 'abc' (text)"),
+    ("{a: 1}", "model.config.seq_length is {'a': 1} (a mapping)"),
+    ("2.5", "model.config.seq_length is 2.5 (a decimal number)"),
+    ("true", "model.config.seq_length is True (true/false)"),
+    ("0", "model.config.seq_length is 0 (a whole number)"),
+    ("null", "model.config.seq_length is None (null)"),
+])
+@pytest.mark.parametrize("command", ["plan", "submit"])
+def test_a_config_value_of_the_wrong_type_is_named_not_a_traceback(hpclaunch, hpc_home, value, shown, command):
+    extra = ("--dry-run",) if command == "submit" else ()
+    result = hpclaunch(command, RECIPE, "--profile", "ascend-910", "--preset", "tiny",
+                       "--set", f"model.config.seq_length={value}", *extra)
+    assert result.exit_code == 2, result.output
+    assert f"recipe gpt_mindspore: {shown}: the model needs a whole number of at least 1" in result.stderr
+    assert "Traceback" not in result.output
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+
+
+def test_every_value_the_plan_reads_is_checked():
+    from hpclaunch.errors import NoPlan
+    from hpclaunch.plan.mindspore import gpt_facts
+
+    good = {"hidden_size": 64, "num_attention_heads": 4, "num_layers": 2, "vocab_size": 256, "seq_length": 128,
+            "ffn_hidden_size": 256}
+    assert gpt_facts(good, 64, source="r").params > 0
+    for key, bad in (("hidden_size", "64"), ("num_attention_heads", [4]), ("num_layers", None),
+                     ("vocab_size", 1.0), ("ffn_hidden_size", {}), ("seq_length", "abc")):
+        with pytest.raises(NoPlan, match=f"model.config.{key} is "):
+            gpt_facts({**good, key: bad}, 64, source="r")
+    with pytest.raises(NoPlan, match="model.config.hidden_size is missing"):
+        gpt_facts({k: v for k, v in good.items() if k != "hidden_size"}, 64, source="r")
+    with pytest.raises(NoPlan, match="group_query_attention is 'yes'"):
+        gpt_facts({**good, "group_query_attention": "yes"}, 64, source="r")
+    with pytest.raises(NoPlan, match="model.config.num_query_groups is missing"):
+        gpt_facts({**good, "group_query_attention": True}, 64, source="r")
+    with pytest.raises(NoPlan, match=r"num_query_groups\(3\) does not divide"):
+        gpt_facts({**good, "group_query_attention": True, "num_query_groups": 3}, 64, source="r")
