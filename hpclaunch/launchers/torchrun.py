@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 def torchrun_words(spec: JobSpec) -> list[Word]:
     python = spec.python_env.executable
-    words: list[Word] = [python, "-m", "torch.distributed.run"]
+    # torch.distributed.run, started by hpclaunch/runtime/train/agent.py: the same agent, quiet on a stop signal
+    words: list[Word] = [python, "-m", "hpclaunch.runtime.train.agent"]
     if spec.nodes == 1:
         words += ["--standalone", f"--nproc-per-node={spec.gpus_per_node}"]
     else:

@@ -184,7 +184,7 @@ def test_hostile_values_reach_the_job_literally(env_value, module, arg, run_name
             "--",
             "python",
             "-m",
-            "torch.distributed.run",
+            "hpclaunch.runtime.train.agent",
             "--standalone",
             "--nproc-per-node=2",
             "--max-restarts=0",
