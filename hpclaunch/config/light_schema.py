@@ -177,7 +177,7 @@ MODELS = {'JobSpec': {'fields': (('hpclaunch_version', ('str',), {}, ('input', '
                'model_validators': ()},
  'Profile': {'fields': (('name', ('str',), {}, ('required',)),
                         ('description', ('str',), {}, ('input', '')),
-                        ('scheduler', ('literal', ('slurm', 'local')), {}, ('input', 'slurm')),
+                        ('scheduler', ('literal', ('slurm', 'local', 'slurm-rest')), {}, ('input', 'slurm')),
                         ('accelerator', ('literal', ('cuda', 'musa', 'npu', 'cpu')), {}, ('required',)),
                         ('backend', ('literal', ('nccl', 'mccl', 'hccl', 'gloo')), {}, ('required',)),
                         ('partitions', ('dict', ('model', 'Partition')), {}, ('required',)),
