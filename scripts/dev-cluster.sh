@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hpclaunch dev cluster: a real 4-node Slurm 22.05 cluster on this one machine (Debian 12, root,
 # no systemd). Each node's slurmd runs in its own network namespace (10.77.0.K) and UTS namespace
-# (hostname nodeK); the controller, slurmdbd and MariaDB run on the host (10.77.0.254 = hpcctl).
+# (hostname nodeK); the controller, slurmdbd and MariaDB run on the host (10.77.0.254 = hpcctl), and
+# slurmrestd (the REST API, JWT auth) on 127.0.0.1:6820.
 # See docs/dev-cluster.md.
 #
 #   scripts/dev-cluster.sh up [--no-accounting]   start (idempotent; a no-op when already up)
@@ -9,6 +10,7 @@
 #   scripts/dev-cluster.sh restart [--no-accounting]
 #   scripts/dev-cluster.sh status                  daemons + sinfo (exit 0 only when all is up)
 #   scripts/dev-cluster.sh accounting on|off|status   switch slurmdbd accounting in slurmctld
+#   scripts/dev-cluster.sh token [LIFESPAN_S]      a JWT for root for slurmrestd (prints SLURM_JWT=...)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +22,8 @@ BRIDGE=hpcbr0
 SUBNET=10.77.0
 HOST_IP=$SUBNET.254
 NS_PREFIX=hpc-
-APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux)  # tmux: the watch/follow tests
+APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux  # tmux: the watch/follow tests
+          slurmrestd slurm-wlm-jwt-plugin curl)
 
 ETC=/etc/slurm
 RUN=/run/slurm-dev
@@ -33,6 +36,9 @@ DB_SOCK=$RUN/mysqld.sock
 DB_PID=$RUN/mysqld.pid
 DB_PORT=3307
 MODE_FILE=$LIB/accounting-mode
+JWT_KEY=$ETC/jwt_hs256.key
+REST_USER=slurmrest
+REST_LISTEN=127.0.0.1:6820
 HOSTS_MARK="# hpclaunch-dev-cluster"
 
 T0=$(date +%s.%N)
@@ -142,20 +148,30 @@ render_conf() {
 }
 
 # write_configs MODE: slurm.conf (accounting MODE), gres.conf, slurmdbd.conf, slurm-noacct.conf.
-# Sets CHANGED=1 when slurm.conf or gres.conf changed.
+# Sets CHANGED=1 when slurm.conf or gres.conf changed, DBD_CHANGED=1 when slurmdbd.conf did.
 write_configs() {
   local mode=$1
   mkdir -p "$ETC" "$RUN" "$LOG" "$SPOOL/ctld" "$LIB" "$OPT/bin" "$OPT/modulefiles"
   for n in "${NODES[@]}"; do mkdir -p "$SPOOL/d/$n"; done
-  CHANGED=0
+  CHANGED=0 DBD_CHANGED=0
+  jwt_key
   render_conf "$mode" | install_text "$ETC/slurm.conf" 644 && CHANGED=1
   install_text "$ETC/gres.conf" 644 <"$TPL/gres.conf" && CHANGED=1
   # Client-only copy with accounting off: SLURM_CONF=/etc/slurm/slurm-noacct.conf sacct ... fails
   # like on a cluster without accounting, without touching the running daemons.
   render_conf off | install_text "$ETC/slurm-noacct.conf" 644 || true
-  install_text "$ETC/slurmdbd.conf" 600 <"$TPL/slurmdbd.conf" || true
+  install_text "$ETC/slurmdbd.conf" 600 <"$TPL/slurmdbd.conf" && DBD_CHANGED=1
   sed "s|@PYBIN@|$(host_python_bin)|" "$TPL/task-prolog.sh" | install_text "$OPT/task-prolog.sh" 755 || true
   echo "$mode" >"$MODE_FILE"
+}
+
+# The HS256 key slurmctld and slurmdbd check JWTs with (AuthAltTypes=auth/jwt): made once, 0600, SlurmUser's.
+jwt_key() {
+  [ -s "$JWT_KEY" ] && return 0
+  mkdir -p "$ETC"
+  (umask 077; dd if=/dev/urandom bs=32 count=1 of="$JWT_KEY.new" 2>/dev/null)
+  chown root:root "$JWT_KEY.new"
+  mv "$JWT_KEY.new" "$JWT_KEY"
 }
 
 install_modules() {
@@ -332,8 +348,30 @@ slurmd_up() {
     </dev/null >>"$LOG/slurmd-$n.out" 2>&1 || { tail -5 "$LOG/slurmd-$n.log" >&2; die "slurmd $n did not start"; }
 }
 
+# slurmrestd refuses to run as root or SlurmUser: a system user of its own, no login, no home.
+rest_user() {
+  id -u "$REST_USER" >/dev/null 2>&1 && return 0
+  useradd --system --no-create-home --shell /usr/sbin/nologin --user-group "$REST_USER"
+}
+
+# it answers (401 without a token: every path needs one)
+rest_answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REST_LISTEN/openapi/v3")" != 000 ]; }
+
+slurmrestd_up() {
+  pid_alive "$RUN/slurmrestd.pid" slurmrestd && return 0
+  rest_user
+  # slurmrestd never forks and has no pidfile option: $! is its pid (setsid: out of this script's group).
+  # SLURM_JWT=daemon: Slurm's own calls go out with the client's token (auth/jwt), not munge.
+  SLURM_JWT=daemon setsid slurmrestd -a rest_auth/jwt -s openapi/v0.0.38,openapi/dbv0.0.38 \
+    -u "$REST_USER" -g "$REST_USER" "$REST_LISTEN" </dev/null >>"$LOG/slurmrestd.log" 2>&1 &
+  echo $! >"$RUN/slurmrestd.pid"
+  wait_for 20 "slurmrestd on $REST_LISTEN" rest_answers \
+    || { tail -20 "$LOG/slurmrestd.log" >&2; die "slurmrestd did not start"; }
+}
+
 slurm_down() {
   local n
+  stop_pidfile "$RUN/slurmrestd.pid" slurmrestd 5
   # shellcheck disable=SC2046
   stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
   for n in "${NODES[@]}"; do kill_ns_procs "${NS_PREFIX}$n"; done
@@ -355,6 +393,7 @@ all_running() {
   local mode=$1 n
   pid_alive /run/munge/munged.pid munged || return 1
   pid_alive "$RUN/slurmctld.pid" slurmctld || return 1
+  pid_alive "$RUN/slurmrestd.pid" slurmrestd || return 1
   for n in "${NODES[@]}"; do pid_alive "$RUN/slurmd-$n.pid" slurmd || return 1; done
   if [ "$mode" = on ]; then
     pid_alive "$RUN/slurmdbd.pid" slurmdbd || return 1
@@ -390,7 +429,8 @@ cmd_up() {
   install_modules
   fake_gpus
   hosts_add
-  if [ "$was_running" = 1 ] && [ "$CHANGED" = 0 ] && ip link show "$BRIDGE" >/dev/null 2>&1 && nodes_ok; then
+  if [ "$was_running" = 1 ] && [ "$CHANGED" = 0 ] && [ "$DBD_CHANGED" = 0 ] && ip link show "$BRIDGE" >/dev/null 2>&1 \
+    && nodes_ok; then
     nodes_idle || log "nodes are up (some are running jobs)"
     log "cluster already up (accounting $mode)"
     sinfo
@@ -402,11 +442,16 @@ cmd_up() {
   if [ "$mode" = on ]; then
     mariadb_up
     log "MariaDB ready"
+    if [ "$DBD_CHANGED" = 1 ] && pid_alive "$RUN/slurmdbd.pid" slurmdbd; then
+      log "slurmdbd.conf changed: restarting slurmdbd"
+      stop_pidfile "$RUN/slurmdbd.pid" slurmdbd 15
+    fi
     slurmdbd_up
     log "slurmdbd ready, cluster dev registered"
   fi
   if [ "$CHANGED" = 1 ] && pid_alive "$RUN/slurmctld.pid" slurmctld; then
-    log "configuration changed: restarting slurmctld and slurmd"
+    log "configuration changed: restarting slurmctld, slurmd and slurmrestd"
+    stop_pidfile "$RUN/slurmrestd.pid" slurmrestd 5
     # shellcheck disable=SC2046
     stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
     log "stopped"
@@ -416,6 +461,8 @@ cmd_up() {
   for n in "${NODES[@]}"; do slurmd_up "$n"; done
   log "slurmd started on ${NODES[*]}"
   wait_nodes
+  slurmrestd_up
+  log "slurmrestd answers on $REST_LISTEN (a token: scripts/dev-cluster.sh token)"
   log "cluster up: 4 nodes, accounting $mode ($(elapsed)s)"
   sinfo
 }
@@ -451,6 +498,7 @@ cmd_status() {
     echo "slurmdbd:  $(st pid_alive "$RUN/slurmdbd.pid" slurmdbd)"
   fi
   echo "slurmctld: $(st pid_alive "$RUN/slurmctld.pid" slurmctld)"
+  echo "slurmrestd ($REST_LISTEN, JWT): $(st pid_alive "$RUN/slurmrestd.pid" slurmrestd)"
   for n in "${NODES[@]}"; do
     echo "slurmd $n ($SUBNET.${n#node}, netns ${NS_PREFIX}$n): $(st pid_alive "$RUN/slurmd-$n.pid" slurmd)"
   done
@@ -472,8 +520,12 @@ cmd_accounting() {
   esac
 }
 
+cmd_token() {
+  scontrol token username=root lifespan="${1:-3600}"
+}
+
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 cmd=${1:-}
@@ -484,6 +536,7 @@ case "$cmd" in
   restart) cmd_down; T0=$(date +%s.%N); cmd_up "$@" ;;
   status) cmd_status ;;
   accounting) cmd_accounting "$@" ;;
+  token) cmd_token "$@" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -14,6 +14,7 @@ LAUNCHERS: dict[str, str] = {
 SCHEDULERS: dict[str, str] = {
     "slurm": "hpclaunch.schedulers.slurm.scheduler:SlurmScheduler",
     "local": "hpclaunch.schedulers.local:LocalScheduler",
+    "slurm-rest": "hpclaunch.schedulers.slurm_rest.scheduler:SlurmRestScheduler",
 }
 
 LAUNCHER_NAMES: tuple[str, ...] = tuple(LAUNCHERS)
