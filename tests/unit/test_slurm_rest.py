@@ -49,7 +49,7 @@ def recorded(name: str) -> dict:
 
 
 def _script(profile: str, *sets: str, layout: str = "2n1g", sbatch: tuple[str, ...] = ()) -> str:
-    spec = resolve("gpt2", profile, CliOverrides(preset="tiny", layout=layout, sets=sets, sbatch=sbatch), light=True)
+    spec = resolve("gpt2", profile, CliOverrides(preset="tiny", layout=layout, sets=sets, sbatch=sbatch))
     return render(with_recipe_copy(spec, RUN_DIR), RUN_DIR).script
 
 
@@ -121,7 +121,8 @@ def test_the_sbatch_lines_become_the_job_description(hpc_home):
                            {"PATH": "/usr/bin:/bin"}, "/runs/golden", {})
     assert job == {
         "get_user_environment": "", "cpus_per_task": "1", "gres": "gpu:1", "name": "gpt2", "nodes": "2",
-        "tasks_per_node": "1", "open_mode": "append", "standard_output": "/runs/golden/logs/job.%j.out",
+        "tasks_per_node": "1", "memory_per_node": "1G", "open_mode": "append",
+        "standard_output": "/runs/golden/logs/job.%j.out",
         "partition": "debug", "requeue": True, "time_limit": "00:20:00", "dependency": "afterok:5",
         "environment": {"PATH": "/usr/bin:/bin"}, "current_working_directory": "/runs/golden"}
 
@@ -321,7 +322,7 @@ def test_submit_sends_the_script_and_its_fields_with_the_token_in_a_header_only(
     from hpclaunch.submission.submit import dry_run
 
     route(replay, "submit")
-    prepared = dry_run(resolve("gpt2", "dev-slurm-rest", CliOverrides(preset="tiny", layout="2n1g"), light=True))
+    prepared = dry_run(resolve("gpt2", "dev-slurm-rest", CliOverrides(preset="tiny", layout="2n1g")))
     job_id = SlurmRestScheduler().submit(prepared.script_path, prepared.run_dir, ["12:any"])
     assert job_id == str(recorded("submit")["answer"]["job_id"])
     ((method, path, sent),) = _Replay.seen
