@@ -22,8 +22,12 @@ LAUNCHERS = {"gpt2": "torchrun", "bert_large": "deepspeed", "mixtral": "deepspee
 @pytest.mark.parametrize("recipe", sorted(LAUNCHERS))
 def test_full_preset_renders(hpclaunch, hpc_home, recipe, profile):
     layout, accelerator, backend, visible, precision = PROFILES[profile]
-    if (LAUNCHERS[recipe], accelerator) == ("deepspeed", "musa"):
-        pytest.skip("refused before rendering: DeepSpeed has no MUSA accelerator (test_settings_take_effect.py)")
+    if (LAUNCHERS[recipe], accelerator) == ("deepspeed", "musa"):  # refused before anything is rendered
+        refused = hpclaunch("submit", str(REPO / "recipes" / recipe), "--profile", profile, "--preset", "full",
+                            "--layout", layout, "--dry-run")
+        assert refused.exit_code == 2 and "DeepSpeed has no MUSA accelerator" in refused.stderr, refused.output
+        assert not (hpc_home / "runs").exists() or not any((hpc_home / "runs").iterdir())
+        return
     result = hpclaunch(
         "submit",
         str(REPO / "recipes" / recipe),
