@@ -69,6 +69,7 @@ def test_a_real_local_run_records_what_it_ran_with(hpclaunch, dirty_recipe, tmp_
     (bin_dir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("HF_TOKEN", "hf_very_secret")
+    monkeypatch.setenv("SLURM_JWT", "eyJ.very.secret")
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("LOADEDMODULES", "gcc/12.2:cuda/12.4")
     monkeypatch.setenv("LMOD_CMD", "/usr/share/lmod/lmod/libexec/lmod")
@@ -88,6 +89,7 @@ def test_a_real_local_run_records_what_it_ran_with(hpclaunch, dirty_recipe, tmp_
                             "count": 2}
     env = p["env"]
     assert env["HF_TOKEN"] == "<redacted>" and "hf_very_secret" not in RunFiles(run_dir).provenance.read_text()
+    assert env["SLURM_JWT"] == "<redacted>" and "eyJ.very.secret" not in RunFiles(run_dir).provenance.read_text()
     assert env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "1" and env["HPCLAUNCH_JOB_ID"] == job_id
     assert p["job"]["job_id"] == job_id and p["job"]["restart"] == 0
 

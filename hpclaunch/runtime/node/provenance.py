@@ -11,7 +11,7 @@ file atomically:
     nodes      the node list, their number and the head node
     devices    model, driver and count from nvidia-smi, npu-smi or mthreads-gmi, whichever exists
     env        the variables that shape the run (HPCLAUNCH_*, NCCL_*, TORCH_*, CUDA_*, OMP_*, HF_*, SLURM_*, ...),
-               with the value of any name containing TOKEN, KEY, SECRET or PASSWORD redacted
+               with the value of any name containing TOKEN, KEY, SECRET, PASSWORD or JWT redacted
 
 A requeued job writes it again at each start (``job.restart``). It never fails the job: a problem is one
 warning line in the job's output. Standard library only: it runs in every job environment.
@@ -37,7 +37,7 @@ from hpclaunch.state.provenance import read, write
 ENV_PREFIXES = ("HPCLAUNCH_", "NCCL_", "TORCH_", "TORCHELASTIC_", "PET_", "CUDA_", "OMP_", "MKL_", "HF_",
                 "TRANSFORMERS_", "SLURM_", "MASTER_", "HCCL_", "ASCEND_", "MUSA_", "MCCL_", "MTHREADS_", "GLOO_",
                 "DS_", "PYTORCH_", "MS_", "GLOG_", "PYTHONPATH", "LD_LIBRARY_PATH", "WORLD_SIZE")
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "JWT")  # SLURM_JWT: a Slurm REST token
 REDACTED = "<redacted>"
 TOOL_TIMEOUT = 15.0
 
