@@ -5,7 +5,7 @@ purged); scancel to cancel. All through the command-runner seam."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,22 @@ def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Direct
     """hpclaunch's options, the profile's sbatch_extra over them, submit --sbatch over both (an option replaces
     the one of its name and its alternatives, options.over). array: ``0-N%K`` for a sweep's array script
     (`run_dir` is then the sweep folder, where the array script writes its own output)."""
+    extra = _sbatch_extra(spec)
+    opts = over(over(_own_options(spec, run_dir, array), extra), spec.sbatch)  # --sbatch: checked by resolve
+    given = {**extra, **spec.sbatch}
+
+    def origin(name: str) -> str:
+        return "--sbatch" if name in spec.sbatch else f"profile {spec.profile.name} sbatch_extra"
+
+    _check_given(spec, opts, given, origin)
+    requeue = "requeue" in opts
+    why_not = ("" if requeue else f"{origin('no-requeue')} no-requeue" if "no-requeue" in given
+               else "its script does not resume from a checkpoint: checkpoint.resumable is false")
+    return Directives(opts, requeue, why_not)
+
+
+def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, str | None]:
+    """The options hpclaunch writes itself, from the job spec and the profile."""
     part, res = spec.partition_spec, spec.resources
     ours: dict[str, str | None] = {
         "job-name": spec.name,
@@ -78,18 +94,24 @@ def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Direct
         ours["account"] = spec.profile.account
     if spec.profile.qos:
         ours["qos"] = spec.profile.qos
+    return ours
+
+
+def _sbatch_extra(spec: JobSpec) -> dict[str, str | None]:
+    """The profile's sbatch_extra by option name (a leading -- dropped), each name checked."""
     extra = {}
     for key, value in spec.profile.sbatch_extra.items():
         name = key.removeprefix("--")
         if not _SBATCH_KEY.match(name):
             raise ConfigError(f"{key!r} is not an sbatch option name", key=f"sbatch_extra.{key}")
         extra[name] = value
-    opts = over(over(ours, extra), spec.sbatch)  # submit --sbatch, checked by resolve (options.parse_sbatch)
-    given = {**extra, **spec.sbatch}
+    return extra
 
-    def origin(name: str) -> str:
-        return "--sbatch" if name in spec.sbatch else f"profile {spec.profile.name} sbatch_extra"
 
+def _check_given(spec: JobSpec, opts: dict[str, str | None], given: dict[str, str | None],
+                 origin: Callable[[str], str]) -> None:
+    """What the final options cannot be: a value with a line break, a requeue of a script that does not
+    resume, a signal the job cannot act on, two ways of asking the memory."""
     for name, value in opts.items():
         if value is not None and ("\n" in value or "\r" in value):
             raise ConfigError(f"the value of #SBATCH --{name} holds a line break, which an #SBATCH line "
@@ -105,10 +127,6 @@ def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Direct
         name = min(MEMORY & set(given))
         raise ConfigError(f"{origin(name)} {name} and resources.mem_per_device both ask the job's memory",
                           hint="keep one: --set resources.mem_per_device=SIZE asks it per device")
-    requeue = "requeue" in opts
-    why_not = ("" if requeue else f"{origin('no-requeue')} no-requeue" if "no-requeue" in given
-               else "its script does not resume from a checkpoint: checkpoint.resumable is false")
-    return Directives(opts, requeue, why_not)
 
 
 def _check_signal(spec: JobSpec, value: str | None, origin: str) -> None:
