@@ -119,8 +119,8 @@ class Plan:
         verdict = {True: "fits", False: "does NOT fit", None: "not checked"}[self.fits]
         of = f" of {self.device_gib:g}" if self.device_gib else ""
         return (f"plan: {_count(self.facts.params)} parameters, {_gib(e.total):.1f}{of} GiB per device on "
-                f"{self.spec.layout} ({self.how}; model states {_size(e.model_states)}, activations "
-                f"{_size(e.activations)}): {verdict}")
+                f"{self.spec.layout} ({self.how}; model states {size_text(e.model_states)}, activations "
+                f"{size_text(e.activations)}): {verdict}")
 
     def lines(self) -> list[str]:
         """The whole plan, for `hpclaunch plan`."""
@@ -162,7 +162,8 @@ def _gib(n: float | None) -> float:
     return round((n or 0.0) / GIB, 3)
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """Bytes as the plan says them: GiB, or MiB under a tenth of one."""
     return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / (1 << 20):.1f} MiB"
 
 

@@ -17,11 +17,6 @@ from hpclaunch.state.runfiles import CHECKPOINTS_KEPT
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
 
-GIB = 1024**3
-
-
-def size(n: float) -> str:
-    return f"{n / GIB:,.1f} GiB" if n >= GIB else f"{n / 2**20:,.1f} MiB"
 
 
 class NoRoom(HpclaunchError):
@@ -64,6 +59,7 @@ def checkpoints_fit(spec: JobSpec) -> None:
     can be made here (the model's config is not staged)."""
     from hpclaunch.errors import NoPlan
     from hpclaunch.plan import plan_job
+    from hpclaunch.plan.job import size_text
     from hpclaunch.submission.rundir import run_root
 
     if spec.recipe.model is None:
@@ -76,8 +72,9 @@ def checkpoints_fit(spec: JobSpec) -> None:
     root = run_root(spec)
     left, what = room(root)
     if need > left:
-        raise NoRoom(f"{spec.recipe.name}'s checkpoints need {size(need)} ({CHECKPOINTS_KEPT} kept + 1 being written, "
-                     f"{size(one)} each by the memory plan) but {what} is {size(left)} (run root {root})",
+        raise NoRoom(f"{spec.recipe.name}'s checkpoints need {size_text(need)} ({CHECKPOINTS_KEPT} kept + 1 being "
+                     f"written, {size_text(one)} each by the memory plan) but {what} is {size_text(left)} "
+                     f"(run root {root})",
                      hint="set the profile's run_root to a scratch filesystem with room (run_root: "
                           "$SCRATCH/hpclaunch/runs), or free space there; queue it anyway with --skip-fit-check")
 
