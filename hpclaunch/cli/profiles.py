@@ -123,20 +123,15 @@ def init_cmd(name: str, partitions: tuple[str, ...], out: Path | None, force: bo
 def _print_checks(rows: list[tuple[str, str, str]]) -> None:
     """Piped: tab-separated. On a terminal: the check whole, the result and the fix wrapped in their columns
     (a fix is no use cut short), the failures in red."""
-    from hpclaunch.cli.tables import surely_not_a_terminal
+    from hpclaunch.cli.tables import terminal_console
 
-    headers = ["check", "result", "how to fix"]
-    if surely_not_a_terminal():
-        print_table(headers, rows)
+    console = terminal_console()
+    if console is None:
+        print_table(["check", "result", "how to fix"], rows)
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:
-        print_table(headers, rows)
-        return
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("check", no_wrap=True)
     table.add_column("result", ratio=1, overflow="fold")

@@ -10,7 +10,7 @@ import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
-from hpclaunch.cli.tables import print_table, state_style, surely_not_a_terminal
+from hpclaunch.cli.tables import print_table, state_style, terminal_console
 from hpclaunch.errors import ConfigError
 from hpclaunch.jobs import sync as wandb_sync
 from hpclaunch.jobs.view import JobView, views
@@ -74,11 +74,7 @@ def watch_jobs(jobs: tuple[str, ...], interval: float, once: bool) -> None:
     if not jobs and not listed_records():
         click.echo(NO_JOBS, err=True)
         return
-    terminal = not surely_not_a_terminal()
-    if terminal:
-        from rich.console import Console
-
-        terminal = Console().is_terminal
+    terminal = terminal_console() is not None
     try:
         live.run(listed_records, jobs, interval=interval, once=once, terminal=terminal, echo=click.echo)
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -31,6 +32,17 @@ def surely_not_a_terminal() -> bool:
         return not sys.stdout.isatty()
     except (AttributeError, ValueError):
         return True
+
+
+def terminal_console() -> Console | None:
+    """A rich Console where the output is a terminal; None where it is piped or redirected (then rich is not even
+    imported when surely_not_a_terminal() can tell)."""
+    if surely_not_a_terminal():
+        return None
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else None
 
 
 def _plain(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -58,14 +70,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
     table of the `terminal` columns (default: all) that fits the width, as fitted_table lays it out (`ids`
     whole, `shrink` cut short first), boxed where the box leaves no column out; `short`: column -> a shorter
     text of a cell for the terminal."""
-    if surely_not_a_terminal():
+    console = terminal_console()
+    if console is None:
         _plain(headers, rows)  # rich only for a terminal: piped output needs no import of it
-        return
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        _plain(headers, rows)
         return
     names = list(terminal or headers)
     texts = [[(short or {}).get(h, str)("" if row[headers.index(h)] is None else str(row[headers.index(h)]))
