@@ -358,11 +358,20 @@ rest_user() {
 rest_answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REST_LISTEN/openapi/v3")" != 000 ]; }
 
 slurmrestd_up() {
-  pid_alive "$RUN/slurmrestd.pid" slurmrestd && return 0
+  if pid_alive "$RUN/slurmrestd.pid" slurmrestd; then
+    # it keeps the folder it was started from as its working directory: once that folder is removed (a checkout
+    # deleted), every submit fails with "getcwd failed"; start it again then
+    case "$(readlink "/proc/$(cat "$RUN/slurmrestd.pid")/cwd")" in
+      *" (deleted)") log "slurmrestd's working directory was removed: restarting it"
+                     stop_pidfile "$RUN/slurmrestd.pid" slurmrestd 5 ;;
+      *) return 0 ;;
+    esac
+  fi
   rest_user
   # slurmrestd never forks and has no pidfile option: $! is its pid (setsid: out of this script's group).
-  # SLURM_JWT=daemon: Slurm's own calls go out with the client's token (auth/jwt), not munge.
-  SLURM_JWT=daemon setsid slurmrestd -a rest_auth/jwt -s openapi/v0.0.38,openapi/dbv0.0.38 \
+  # SLURM_JWT=daemon: Slurm's own calls go out with the client's token (auth/jwt), not munge. env -C /: its
+  # working directory is / (not this checkout, which may be removed while it runs).
+  SLURM_JWT=daemon env -C / setsid slurmrestd -a rest_auth/jwt -s openapi/v0.0.38,openapi/dbv0.0.38 \
     -u "$REST_USER" -g "$REST_USER" "$REST_LISTEN" </dev/null >>"$LOG/slurmrestd.log" 2>&1 &
   echo $! >"$RUN/slurmrestd.pid"
   wait_for 20 "slurmrestd on $REST_LISTEN" rest_answers \
