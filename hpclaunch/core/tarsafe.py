@@ -1,5 +1,7 @@
-"""Extracting a tar archive without letting it write outside the target folder: tarfile's "data" filter where
-Python has it (3.11.4+, 3.10.12+), the same refusals by hand where it does not (Debian 12's Python is 3.11.2)."""
+"""Extracting a tar archive without letting it write outside the target folder. Every member is checked by hand
+first, so every Python refuses the same archives (the "data" filter alone would strip a leading "/" and extract
+an absolute name inside, where Python has it: 3.11.4+, 3.10.12+; Debian 12's 3.11.2 has none); the filter then
+also applies where it exists (it drops set-uid bits and odd modes)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,6 @@ def _inside(root: str, path: str) -> bool:
 def extract_all(tar: tarfile.TarFile, dest: Path) -> None:
     """``tar.extractall(dest, filter="data")``: no absolute names, no ``..``, no links pointing out, no device
     files. Raises tarfile.TarError naming the first member refused."""
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(dest, filter="data")
-        return
     root = os.path.realpath(dest)
     for m in tar.getmembers():
         where = os.path.realpath(os.path.join(root, m.name))
@@ -29,4 +28,7 @@ def extract_all(tar: tarfile.TarFile, dest: Path) -> None:
                 raise tarfile.TarError(f"{m.name!r} links outside {dest} ({m.linkname!r})")
         elif not (m.isfile() or m.isdir()):
             raise tarfile.TarError(f"{m.name!r} is a device or special file")
-    tar.extractall(dest)  # noqa: S202 - every member checked above
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+    else:
+        tar.extractall(dest)  # noqa: S202 - every member checked above
