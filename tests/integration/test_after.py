@@ -1,5 +1,6 @@
 """`submit --after` on the real dev Slurm cluster: job B, submitted after job A, stays PENDING with reason
-Dependency while A runs, then runs and completes once A completed."""
+Dependency while A runs, then runs and completes once A completed. Through both backends (Slurm's commands;
+slurmrestd)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 import pytest
 
+from tests.integration.backends import Backend
 from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
 
 pytestmark = [pytest.mark.slurm, needs_slurm]
@@ -18,9 +20,10 @@ def _status(environ: dict[str, str], job: str) -> dict:
     return answer[0] if isinstance(answer, list) else answer
 
 
-def test_a_job_submitted_after_another_waits_for_it_then_completes(env: dict[str, str]) -> None:  # noqa: F811
-    a = submit(env, "allreduce", "--profile", "dev-slurm", "--layout", "1n1g", "--set", 'args=["--sleep", "30"]')
-    b = submit(env, "allreduce", "--profile", "dev-slurm", "--layout", "1n1g", "--after", f"{a['job_id']}:ok")
+def test_a_job_submitted_after_another_waits_for_it_then_completes(env: dict[str, str], backend: Backend) -> None:  # noqa: F811
+    env = backend.env(env)
+    a = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--set", 'args=["--sleep", "30"]')
+    b = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--after", f"{a['job_id']}:ok")
     try:
         wait_state(env, a["job_id"], {"RUNNING"}, timeout=120)
         waiting = _status(env, b["job_id"])

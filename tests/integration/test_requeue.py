@@ -1,7 +1,8 @@
 """Rule 8 on the real dev cluster: a job warned of preemption (Slurm's USR1, as `--signal=B:USR1@120`
 sends before the time limit) checkpoints, requeues itself and resumes from the checkpoint; the logs of
 both runs are kept, and the training steps continue where they stopped. Its W&B offline runs (one per start,
-written on the compute node with no network) upload as one run whose history has every step once."""
+written on the compute node with no network) upload as one run whose history has every step once. Through both
+backends (Slurm's commands; slurmrestd)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def _train_steps(run_dir: Path) -> list[int]:
 @needs_slurm
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_preempted_job_checkpoints_requeues_and_resumes(env):  # noqa: F811
-    sub = submit(env, "recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "1n2g",
+def test_preempted_job_checkpoints_requeues_and_resumes(env, backend):  # noqa: F811
+    env = backend.env(env)
+    sub = submit(env, "recipes/gpt2", *backend.args, "--preset", "tiny", "--layout", "1n2g",
                  "--set", "train.max_steps=300", "--set", "train.log_every=5", "--set", "train.save_every=0",
                  "--set", "tracking.wandb.project=requeue")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])

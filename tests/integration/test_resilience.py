@@ -2,7 +2,8 @@
 (HPCLAUNCH_INJECT=KIND:RANK:STEP in the submitting environment): a hung rank ends the whole job through
 the node supervisor's watchdog and is named by --diagnose; a crashed or killed rank ends the job fast; a
 job requeued again and again without a new checkpoint stops; --retries resubmits after a node-level
-failure without the blamed node and resumes from the checkpoint."""
+failure without the blamed node and resumes from the checkpoint. Each through Slurm's commands (dev-slurm) and
+through slurmrestd (dev-slurm-rest)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.backends import Backend
 from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
-TINY = ("recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "2n1g",
-        "--set", "train.log_every=1", "--set", "train.eval_every=0")
+TINY = ("recipes/gpt2", "--preset", "tiny", "--layout", "2n1g", "--set", "train.log_every=1", "--set",
+        "train.eval_every=0")
 
 
 def _record(run_dir: Path, rank: int, restart: int = 0) -> dict:
@@ -37,13 +39,15 @@ def _diagnose(env: dict[str, str], job: str) -> dict:  # noqa: F811
     return json.loads(hpclaunch(env, "logs", job, "--diagnose", "--json", check=False).stdout)
 
 
-def _submit_injected(env: dict[str, str], inject: str, *extra: str) -> tuple[str, Path]:  # noqa: F811
-    sub = submit({**env, "HPCLAUNCH_INJECT": inject}, *TINY, *extra)
+def _submit_injected(env: dict[str, str], backend: Backend, inject: str, *extra: str) -> tuple[str, Path]:  # noqa: F811
+    sub = submit({**env, "HPCLAUNCH_INJECT": inject}, *TINY, *backend.args, *extra)
     return sub["job_id"], Path(sub["run_dir"])
 
 
-def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env):  # noqa: F811
-    job, run_dir = _submit_injected(env, "hang:1:5", "--set", "train.max_steps=400", "--set", "watchdog.timeout=60")
+def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env, backend):  # noqa: F811
+    env = backend.env(env)
+    job, run_dir = _submit_injected(env, backend, "hang:1:5", "--set", "train.max_steps=400",
+                                    "--set", "watchdog.timeout=60")
     seen = wait_state(env, job, ENDED, timeout=600)
     assert seen[-1] == "FAILED", seen
     hung = _record(run_dir, 1)
@@ -60,8 +64,9 @@ def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env): 
 
 
 @pytest.mark.parametrize("kind", ["crash", "kill"])
-def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(env, kind):  # noqa: F811
-    job, run_dir = _submit_injected(env, f"{kind}:1:3", "--set", "train.max_steps=400")
+def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(env, kind, backend):  # noqa: F811
+    env = backend.env(env)
+    job, run_dir = _submit_injected(env, backend, f"{kind}:1:3", "--set", "train.max_steps=400")
     seen = wait_state(env, job, ENDED, timeout=600)
     assert seen[-1] == "FAILED", seen
     failed_at = _record(run_dir, 1)["t"]
@@ -76,8 +81,9 @@ def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(en
         assert exit_record == {"rank": 1, "code": -9, "host": "node2"}
 
 
-def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env):  # noqa: F811
-    sub = submit(env, "allreduce", "--profile", "dev-slurm", "--preset", "slow", "--layout", "1n1g")
+def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env, backend):  # noqa: F811
+    env = backend.env(env)
+    sub = submit(env, "allreduce", *backend.args, "--preset", "slow", "--layout", "1n1g")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     out = run_dir / "logs" / f"job.{job}.out"
     for restart in range(3):
@@ -95,9 +101,10 @@ def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env):  # noqa
     assert "restart 3 on" not in out.read_text().split("not running again")[0][-400:]
 
 
-def test_retries_resubmit_without_the_blamed_node_and_resume_from_the_checkpoint(env):  # noqa: F811
-    job, run_dir = _submit_injected(env, "kill:1:8", "--set", "train.max_steps=14", "--set", "train.save_every=5",
-                                    "--retries", "1")
+def test_retries_resubmit_without_the_blamed_node_and_resume_from_the_checkpoint(env, backend):  # noqa: F811
+    env = backend.env(env)
+    job, run_dir = _submit_injected(env, backend, "kill:1:8", "--set", "train.max_steps=14",
+                                    "--set", "train.save_every=5", "--retries", "1")
     seen = wait_state(env, job, ENDED, timeout=600)
     assert seen[-1] == "FAILED", seen
     deadline = time.time() + 60

@@ -74,8 +74,9 @@ def test_a_failed_job_resumed_on_the_local_profile_gives_the_uninterrupted_losse
 @needs_slurm
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_failed_job_resumed_on_dev_slurm_without_its_node(env):
-    old, run_dir = _submit(env, "--profile", "dev-slurm", "--layout", "1n2g", inject="crash:1:6")
+def test_a_failed_job_resumed_on_the_dev_cluster_without_its_node(env, backend):
+    env = backend.env(env)
+    old, run_dir = _submit(env, *backend.args, "--layout", "1n2g", inject="crash:1:6")
     assert wait_state(env, old, ENDED, timeout=300)[-1] == "FAILED"
     first_node = json.loads(_cli(env, "status", old, "--json").stdout)["nodes"]
     assert first_node and "," not in first_node

@@ -1,7 +1,8 @@
 """End to end on the real dev Slurm cluster (scripts/dev-cluster.sh up): `hpclaunch submit` of the
 all-reduce test recipe really runs on 2 nodes x 2 ranks under torchrun and under the deepspeed launcher,
 the module the profile loads is visible in the job, `status` follows it to COMPLETED, and `cancel`
-stops a running job. The same recipe also runs under the `local` profile (no Slurm)."""
+stops a running job; each through Slurm's commands (dev-slurm) and through slurmrestd (dev-slurm-rest).
+The same recipe also runs under the `local` profile (no Slurm)."""
 
 from __future__ import annotations
 
@@ -72,8 +73,9 @@ def rank_lines(run_dir: Path) -> dict[int, tuple[str, ...]]:
 @needs_slurm
 @pytest.mark.slurm
 @pytest.mark.parametrize("recipe,launcher", [("allreduce", "torchrun"), ("allreduce_ds", "deepspeed")])
-def test_two_nodes_two_ranks_all_reduce(env, recipe, launcher):
-    sub = submit(env, recipe, "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2")
+def test_two_nodes_two_ranks_all_reduce(env, recipe, launcher, backend):
+    env = backend.env(env)
+    sub = submit(env, recipe, *backend.args, "--nodes", "2", "--gpus-per-node", "2")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     seen = wait_state(env, job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"})
     assert seen[-1] == "COMPLETED", (seen, (run_dir / "logs" / f"job.{job}.out").read_text())
@@ -108,8 +110,9 @@ def _processes_mentioning(text: str) -> list[str]:
 
 @needs_slurm
 @pytest.mark.slurm
-def test_cancel_running_slurm_job(env):
-    sub = submit(env, "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--gpus-per-node", "2",
+def test_cancel_running_slurm_job(env, backend):
+    env = backend.env(env)
+    sub = submit(env, "allreduce", *backend.args, "--nodes", "2", "--gpus-per-node", "2",
                  "--preset", "slow")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     wait_state(env, job, {"RUNNING"}, timeout=120)

@@ -14,44 +14,26 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.integration.backends import path_without_slurm, rest_token
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
-SLURM_COMMANDS = {"sbatch", "srun", "squeue", "scontrol", "scancel", "sacct", "sinfo", "salloc", "sacctmgr",
-                  "sstat", "sprio", "sshare", "sdiag", "strigger", "sattach", "sbcast", "scrontab", "sreport",
-                  "sh5util", "sview", "seff", "sjobexitmod", "sjstat", "smail", "sgather"}
 REST_LOG = Path("/var/log/slurm-dev/slurmrestd.log")
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 SHORT = ("--set", "train.max_steps=8", "--set", "train.log_every=1", "--set", "train.save_every=0",
          "--set", "train.eval_steps=1")
 
 
-def _token() -> str:
-    out = subprocess.run(["scontrol", "token", "username=root", "lifespan=3600"], capture_output=True, text=True)
-    return out.stdout.strip().removeprefix("SLURM_JWT=") if out.returncode == 0 else ""
-
-
-def _rest_up(token: str) -> bool:
-    req = urllib.request.Request("http://127.0.0.1:6820/slurm/v0.0.38/ping",
-                                 headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token})
-    try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as resp:
-            return json.loads(resp.read())["pings"][0]["ping"] == "UP"
-    except (OSError, ValueError, KeyError, IndexError):
-        return False
-
-
-TOKEN = _token() if shutil.which("scontrol") else ""
+TOKEN = rest_token()
 pytestmark = [pytest.mark.slurm,
-              pytest.mark.skipif(not (TOKEN and _rest_up(TOKEN)),
+              pytest.mark.skipif(not TOKEN,
                                  reason="slurmrestd with JWT is not up on 127.0.0.1:6820 (scripts/dev-cluster.sh up)")]
 
 
@@ -61,17 +43,8 @@ def home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def no_slurm_path(tmp_path_factory) -> str:
-    """A PATH of every command of this machine but Slurm's (links in one folder)."""
-    folder = tmp_path_factory.mktemp("bin-without-slurm")
-    for where in os.environ["PATH"].split(os.pathsep):
-        for exe in sorted(Path(where).glob("*")) if Path(where).is_dir() else []:
-            if exe.name not in SLURM_COMMANDS and not (folder / exe.name).exists():
-                (folder / exe.name).symlink_to(exe)
-    path = str(folder)
-    assert shutil.which("sbatch", path=path) is None and shutil.which("squeue", path=path) is None
-    assert shutil.which("bash", path=path) and shutil.which("git", path=path)
-    return path
+def no_slurm_path() -> str:
+    return path_without_slurm()
 
 
 def run(home: Path, *args: str, path: str | None = None, token: str = TOKEN,

@@ -254,9 +254,13 @@ class SlurmScheduler(Scheduler):
                      after: Sequence[str] = ()) -> str:
         return self.submit(script, sweep_dir, after)  # --array is in the script
 
-    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
-        # a fresh count of requeues without progress: the job before it may have stopped on that count
+    def forget_requeues(self, run_dir: Path) -> None:
+        """A fresh count of requeues without progress, for a job queued again: the one before it may have stopped
+        on that count."""
         (RunFiles(run_dir).scheduler_state(self.name) / "requeues-without-progress").unlink(missing_ok=True)
+
+    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
+        self.forget_requeues(run_dir)
         env = f"--export=ALL,HPCLAUNCH_RESTART_BASE={restart},HPCLAUNCH_RETRY=0"
         return self._sbatch(["sbatch", "--parsable", env, *exclude_option(script, exclude), str(script)])
 

@@ -148,6 +148,13 @@ class SlurmRestScheduler(SlurmScheduler):
         options = [*dependency_option(after), *exclude_option(script)]
         return self._submit(script, run_dir, options, Connection.find(_profile_env(run_dir)), [run_dir])
 
+    def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
+        """`hpclaunch resume` through slurmrestd (SlurmScheduler's would call sbatch here, where it may not be, and
+        pass this environment, token included, on to the job)."""
+        self.forget_requeues(run_dir)
+        options = [f"--export=HPCLAUNCH_RESTART_BASE={restart},HPCLAUNCH_RETRY=0", *exclude_option(script, exclude)]
+        return self._submit(script, run_dir, options, Connection.find(_profile_env(run_dir)), [run_dir])
+
     def submit_array(self, script: Path, sweep_dir: Path, count: int, max_parallel: int | None,
                      after: Sequence[str] = ()) -> str:
         elements = [SweepFiles(sweep_dir).element(i) for i in range(count)]
