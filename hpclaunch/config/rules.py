@@ -160,9 +160,10 @@ def consistent_profile(p: Any) -> None:
                          f"{', '.join(sorted(p.partitions))}")
     if p.scheduler == "local" and any(part.max_nodes > 1 for part in p.partitions.values()):
         raise ValueError("a local profile runs on one node: set max_nodes: 1")
-    if p.container.runtime == "pyxis" and p.scheduler != "slurm":
-        raise ValueError(f"container.runtime: pyxis is a Slurm plugin (srun --container-image), and this profile's "
-                         f"scheduler is {p.scheduler}: use runtime: apptainer, or scheduler: slurm")
+    if p.container.runtime == "pyxis" and p.scheduler == "local":
+        raise ValueError("container.runtime: pyxis is a Slurm plugin (srun --container-image), and this profile's "
+                         "scheduler is local (no srun): use runtime: apptainer, or a Slurm scheduler (slurm, "
+                         "slurm-rest)")
 
 
 def model_source(m: Any) -> None:

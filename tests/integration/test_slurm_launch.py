@@ -142,3 +142,18 @@ def test_cancel_running_local_job(env):
     while time.time() < deadline and _processes_mentioning(str(run_dir)):
         time.sleep(0.5)
     assert _processes_mentioning(str(run_dir)) == []
+
+
+@needs_slurm
+@pytest.mark.slurm
+def test_a_rest_token_in_the_submitting_shell_does_not_break_srun(env):
+    """A user of both backends has SLURM_JWT exported; sbatch passes it into the job, where srun would
+    authenticate with it and slurmd refuse the step. The job script drops it: the job completes."""
+    from tests.integration.backends import rest_token
+
+    token = rest_token()
+    assert token, "slurmrestd with JWT is not up (scripts/dev-cluster.sh up)"
+    env = {**env, "SLURM_JWT": token}
+    sub = submit(env, "allreduce", "--profile", "dev-slurm", "--layout", "1n1g")
+    seen = wait_state(env, sub["job_id"], {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"})
+    assert seen[-1] == "COMPLETED", (Path(sub["run_dir"]) / "logs" / f"job.{sub['job_id']}.out").read_text()[-2000:]

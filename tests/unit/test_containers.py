@@ -128,3 +128,18 @@ def test_no_container_changes_nothing(hpclaunch, tmp_path):
     path = _profile(tmp_path, None)
     dry = hpclaunch("submit", "allreduce", "--profile", str(path), "--dry-run")
     assert dry.exit_code == 0 and "apptainer" not in dry.stdout
+
+
+def test_pyxis_runs_through_the_slurm_rest_scheduler_too(hpclaunch, tmp_path):
+    """pyxis is srun's plugin: a slurm-rest job script runs srun as a slurm one does, so the profile is accepted
+    and the step gets --container-image (only the local scheduler, which has no srun, refuses it)."""
+    from hpclaunch.core.paths import bundled_root
+
+    data = yaml.safe_load((bundled_root() / "cluster_profiles" / "dev-slurm-rest.yaml").read_text())
+    data["container"] = {"runtime": "pyxis", "image": "nvcr.io#nvidia/pytorch:24.01-py3"}
+    path = tmp_path / "profiles" / "rest-pyxis.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(data))
+    result = hpclaunch("submit", "allreduce", "--profile", str(path), "--layout", "1n2g", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.01-py3" in result.stdout
