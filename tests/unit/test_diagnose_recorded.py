@@ -249,3 +249,14 @@ def test_a_silent_root_rank_is_still_named(tmp_path: Path) -> None:
     (run / "logs" / "job.7.out").write_text(HEAD + torchrun_summary(3, "1"))
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
     assert (d.cause, d.rank) == ("exited", 3) and "rank 3 exited with code 1" in d.title
+
+
+def test_deepspeeds_launcher_summary_gives_way_to_the_ranks_timeout(tmp_path: Path) -> None:
+    # DeepSpeed's own launcher prints no Root Cause table, only "exits with return code = N" (the recorded line,
+    # its code changed from -9 to 1: a rank that failed on its own, not the OOM killer's SIGKILL)
+    ds = (FIXTURES / "host_oom/deepspeed_return_code_minus9_ds3232.log").read_text().replace("= -9", "= 1")
+    watchdog = (FIXTURES / "nccl_watchdog/new_format_reduce_scatter_llamafactory6269.log").read_text()
+    run = place(tmp_path, "rank:0", watchdog)
+    (run / "logs" / "job.7.out").write_text(HEAD + ds)
+    d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
+    assert (d.cause, d.rank, d.seq_num, d.suspect_ranks) == ("collective_timeout", 0, 7753, [1, 2, 3]), d
