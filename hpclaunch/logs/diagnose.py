@@ -313,17 +313,19 @@ class _Evidence:
         return d
 
     def name_suspects(self, rank: int | None) -> None:
-        """A collective timeout: the ranks that printed nothing wrong did not reach the collective (they hung,
-        crashed or ran slow), so they are the suspects; the rank that reported it only waited for them."""
+        """A collective timeout: the ranks that printed nothing wrong did not report it, so they are the suspects
+        (they hung, crashed or ran slow before the collective, or the launcher ended them first); the rank that
+        reported it only waited."""
         d = self.d
         d.suspect_ranks = sorted(s.rank for s in self.scans if s.rank != rank and not s.hits)
         d.waiting_ranks = [r for r in d.waiting_ranks if r not in d.suspect_ranks]
         if d.suspect_ranks:
             ranks = ", ".join(map(str, d.suspect_ranks[:16])) + (" ..." if len(d.suspect_ranks) > 16 else "")
-            d.hint = (f"rank(s) {ranks} did not report the timeout: they stopped first (hung, crashed or much "
-                      f"slower); read their last lines (`hpclaunch logs {d.job_id} --rank {d.suspect_ranks[0]} "
-                      "--tail 50`); if they show nothing wrong, check the network between the nodes "
-                      "(NCCL_DEBUG=INFO) or raise the profile's collective_timeout")
+            d.hint = (f"rank(s) {ranks} did not report the timeout: if their last lines (`hpclaunch logs "
+                      f"{d.job_id} --rank {d.suspect_ranks[0]} --tail 50`) show them stopped before the collective "
+                      "(hung, crashed or much slower), start there (the launcher may also have ended them right "
+                      "after the first timeout); if not, check the network between the nodes (NCCL_DEBUG=INFO) or "
+                      "raise the profile's collective_timeout")
 
 
 def _ended_by_slurm(ev: _Evidence) -> Diagnosis | None:
