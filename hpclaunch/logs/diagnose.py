@@ -1,7 +1,12 @@
 """Why did a job fail? Scan the end of every rank log of the latest restart and of the batch output
 with one regular expression over bytes, classify the few matching lines (hpclaunch.logs.rules), and
 pick the first failing rank: the one torchrun names as root cause, else a rank with a real error
-(not the cascade that follows it) that stopped writing first."""
+(not the cascade that follows it) that stopped writing first.
+
+What a rank printed itself wins over what its launcher concluded from its exit: torchrun's "Root Cause"
+table (and DeepSpeed's "exits with return code") only give an exit code, so a collective timeout in the
+root-cause rank's own log is the cause, with its operation, sequence number and timeout, before the
+exit code is read as a signal (SIGABRT, SIGKILL) or as a rank that ended without a word."""
 
 from __future__ import annotations
 
@@ -33,19 +38,31 @@ _RANK_ECHO = re.compile(rb"^\[rank\d+\]: ")
 # A traceback's source lines ("  File ...", "    raise X(") are not the error: its last line is (and C++'s
 # "  what():  ..." line, and torchrun's indented "exitcode : N", are).
 _CODE_LINE = re.compile(rb"^(?>(?:\[rank\d+\]: ?)*)(?:[ \t]|File \")")
+_NOT_CODE = (b"exitcode", b"what():", b"NVRM:")  # indented all the same: torchrun's table, C++'s abort, dmesg
 # The job script's first line in every run: "hpclaunch: job J restart N on ..."
 _RESTART_MARK = b"hpclaunch: job "
+# A launcher's summary of an exit (torchrun's failure table and "failed (exitcode: N)", DeepSpeed's "exits with
+# return code", srun's task line): an inference from the exit code, weaker than what a rank printed itself
+_EXIT_SUMMARY = re.compile(
+    r"exitcode\s*:|\(exitcode: -?\d+\)|Signal \d+ \(SIG\w+\) received by PID|return code = -?\d+"
+    r"|[Ee]xit(?:ed with exit)? code")
 _JOB_STATES = {"TIMEOUT": "slurm_timeout", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail",
                "OUT_OF_MEMORY": "host_oom", "DEADLINE": "slurm_timeout"}
 # The rank a line names: "[rank3]:", "[Rank 3]", "[PG 1 Rank 3]", "RankID:3", "[3] is setting up NCCL", "rank=3"
 _LINE_RANK = re.compile(
-    r"\[rank(\d+)\]:|\[(?:PG [^\]]*?)?Rank (\d+)\]|RankID:(\d+)|\[(\d+)\] is setting up|\brank=(\d+)")
+    r"\[rank(\d+)\]:|\[(?:PG [^\]]*?)?Rank (\d+)\]|RankID:(\d+)|\[(\d+)\] is setting up|\brank=(\d+)"
+    r"|rankId\[(\d+)\]")
 # The node a line names: NCCL's "host:pid:tid [dev] ...", srun's "srun: error: host: task(s) N: ..."
 _LINE_NODE = re.compile(
     r"(?:^|[\s\]:])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] |srun: error: ([A-Za-z][\w.-]*): tasks? [\d,-]+: ")
-_OP = re.compile(r"OpType=(\w+)|OPS function error: (Hccl\w+)")
+_OP = re.compile(r"OpType=(\w+)|OPS function error: (Hccl\w+)|\btag\[([A-Z][A-Za-z]+)_")
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)|timed out after (\d+)ms|timeout:(\d+)min")
-_SEQ = re.compile(r"SeqNum=(\d+)")
+# torch 2.x names the work in several forms: SeqNum=N, "Timeout at NCCL work: N", "work sequence id: N"
+_SEQ = re.compile(
+    r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)|work sequence id: (\d+)|detected by watchdog at work: (\d+)")
+_WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds")
+# the watchdog's own abort after a timeout (faulthandler, the C++ runtime): the timeout is the cause
+_ABORT = re.compile(r"Aborted|SIGABRT|terminate called")
 # A Python exception that only carries a collective's failure (the timeout in the same log is the cause)
 _COLLECTIVE_WRAPPER = re.compile(r"Hccl|HCCL|NCCL|ACL stream|DistBackendError|ProcessGroup|communicator|c10d")
 # Launcher and Slurm lines: they report an exit, not a lost peer
@@ -86,6 +103,8 @@ class Diagnosis:
     node: str | None = None  # the node the error names (NCCL's host prefix, srun's task line, torchrun's host)
     operation: str | None = None  # a timed-out collective: OpType (ALLREDUCE, _ALLGATHER_BASE) or HCCL op
     timeout_ms: int | None = None  # the collective's timeout
+    seq_num: int | None = None  # the timed-out collective's sequence number (torch's SeqNum / NCCL work)
+    suspect_ranks: list[int] = field(default_factory=list)  # a collective timeout: ranks that did not report it
     first_failure: dict[str, str] | None = None  # torchrun's root cause: time, host, rank, exit
     waiting_ranks: list[int] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
@@ -117,7 +136,7 @@ def scan_bytes(data: bytes, base: int, file: str, *, skip_echo: bool = False) ->
     for s in _candidate_lines(data):
         e = data.find(b"\n", s)
         line = data[s:] if e < 0 else data[s:e]
-        code = _CODE_LINE.match(line) and b"exitcode" not in line and b"what():" not in line
+        code = _CODE_LINE.match(line) and not any(mark in line for mark in _NOT_CODE)
         if (skip_echo and _RANK_ECHO.match(line)) or code:
             continue
         rule = classify(line)
@@ -128,11 +147,15 @@ def scan_bytes(data: bytes, base: int, file: str, *, skip_echo: bool = False) ->
 
 def _demote_wrappers(hits: list[Hit]) -> list[Hit]:
     """A `RuntimeError: ... HcclAllreduce, error code is 6` next to a collective timeout is that timeout
-    surfacing in Python, not a cause of its own."""
+    surfacing in Python, and a `Fatal Python error: Aborted` the watchdog's abort: not causes of their own."""
     if not any(h.rule == "collective_timeout" for h in hits):
         return hits
-    return [replace(h, rule="collective_timeout") if h.rule == "python_error" and _COLLECTIVE_WRAPPER.search(h.line)
-            else h for h in hits]
+    return [replace(h, rule="collective_timeout") if _wraps_timeout(h) else h for h in hits]
+
+
+def _wraps_timeout(hit: Hit) -> bool:
+    return ((hit.rule == "python_error" and _COLLECTIVE_WRAPPER.search(hit.line) is not None)
+            or (hit.rule == "segfault" and _ABORT.search(hit.line) is not None))
 
 
 def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
@@ -162,13 +185,16 @@ def scan_rank(lf: LogFile) -> RankScan:
         base, data = _read_ends(lf.path, TAIL_BYTES)
         hits = scan_bytes(data, base, str(lf.path))
     scan = RankScan(lf.rank, str(lf.path), lf.path.stat().st_mtime, hits=hits)
-    for hit in hits:
-        if BY_NAME[hit.rule].primary:
-            if scan.primary is None:
-                scan.primary = hit
-        elif scan.secondary is None:
-            scan.secondary = hit
+    scan.primary = _first_cause(hits)
+    scan.secondary = next((h for h in hits if not BY_NAME[h.rule].primary), None)
     return scan
+
+
+def _first_cause(hits: list[Hit]) -> Hit | None:
+    """The first primary hit; a generic NCCL/HCCL failure gives way to the specific cause its `Last error:` names
+    (no such interface, an InfiniBand error, out of memory)."""
+    causes = [h for h in hits if BY_NAME[h.rule].primary]
+    return next((h for h in causes if h.rule != "collective_error"), causes[0]) if causes else None
 
 
 def _root_cause(data: bytes) -> dict[str, str] | None:
@@ -276,13 +302,30 @@ class _Evidence:
             if _local(RunFiles(self.run_dir)):  # one machine: there is no other node to run on
                 d.hint = d.hint.replace(" --exclude NODE", "")
             d.hint = d.hint.replace("NODE", d.node or "<node>")
-        if rule.name == "collective_timeout":
-            _describe_collective(d, context)
         if hit:
             d.error, d.file = hit.line, hit.file
         if not rule.job_level:
             d.waiting_ranks = sorted(s.rank for s in self.scans if s.rank != rank and s.primary is None)
+        if rule.name == "collective_timeout":
+            _describe_collective(d, context)
+            if hit and hit.file in self.hits_of:  # a rank's own log: the others' logs say who did not report it
+                self.name_suspects(rank)
         return d
+
+    def name_suspects(self, rank: int | None) -> None:
+        """A collective timeout: the ranks that printed nothing wrong did not report it, so they are the suspects
+        (they hung, crashed or ran slow before the collective, or the launcher ended them first); the rank that
+        reported it only waited."""
+        d = self.d
+        d.suspect_ranks = sorted(s.rank for s in self.scans if s.rank != rank and not s.hits)
+        d.waiting_ranks = [r for r in d.waiting_ranks if r not in d.suspect_ranks]
+        if d.suspect_ranks:
+            ranks = ", ".join(map(str, d.suspect_ranks[:16])) + (" ..." if len(d.suspect_ranks) > 16 else "")
+            d.hint = (f"rank(s) {ranks} did not report the timeout: if their last lines (`hpclaunch logs "
+                      f"{d.job_id} --rank {d.suspect_ranks[0]} --tail 50`) show them stopped before the collective "
+                      "(hung, crashed or much slower), start there (the launcher may also have ended them right "
+                      "after the first timeout); if not, check the network between the nodes (NCCL_DEBUG=INFO) or "
+                      "raise the profile's collective_timeout")
 
 
 def _ended_by_slurm(ev: _Evidence) -> Diagnosis | None:
@@ -325,15 +368,42 @@ def _rank_error(ev: _Evidence) -> Diagnosis | None:
 
 def _batch_error(ev: _Evidence) -> Diagnosis | None:
     """3. The batch output names a cause (the launcher could not bind its port, a module was missing...)."""
-    batch_primary = next((h for h in ev.batch_hits if BY_NAME[h.rule].primary), None)
-    if not batch_primary:
+    return _batch_primary(ev, summary=False)
+
+
+def _own_evidence(ev: _Evidence) -> Diagnosis | None:
+    """4. torchrun names the first rank to fail, and only its exit code: what that rank printed itself (a
+    collective timeout, a lost peer) is the cause, before the exit code is read as a signal or as silence."""
+    if not ev.root:
+        return None
+    rank = int(ev.root["rank"])
+    own = next((s for s in ev.scans if s.rank == rank and s.secondary is not None), None)
+    if own is None:
+        return None
+    hit = next((h for h in own.hits if h.rule == "collective_timeout"), own.secondary)
+    assert hit is not None
+    result = ev.verdict(BY_NAME[hit.rule], hit, rank)
+    if hit.rule == "peer_failed":
+        result.title, result.hint = f"rank {rank} lost a peer", _hint_peer(ev.d.job_id, None)
+    return result
+
+
+def _exit_summary(ev: _Evidence) -> Diagnosis | None:
+    """5. Only the launcher's summary says why: an exit code read as a cause (-9: the OOM killer; 127: not found)."""
+    return _batch_primary(ev, summary=True)
+
+
+def _batch_primary(ev: _Evidence, *, summary: bool) -> Diagnosis | None:
+    """The first cause in the batch output: among the launcher's exit summaries (`summary`) or its other lines."""
+    hit = _first_cause([h for h in ev.batch_hits if bool(_EXIT_SUMMARY.search(h.line)) == summary])
+    if not hit:
         return None
     rank = int(ev.root["rank"]) if ev.root else None
-    return ev.verdict(BY_NAME[batch_primary.rule], batch_primary, rank)
+    return ev.verdict(BY_NAME[hit.rule], hit, rank)
 
 
 def _cancelled_by_user(ev: _Evidence) -> Diagnosis | None:
-    """4. Nothing failed on its own: a user or an administrator cancelled the job (not srun after a rank failed)."""
+    """6. Nothing failed on its own: a user or an administrator cancelled the job (not srun after a rank failed)."""
     cancel_hit = _user_cancel(ev.batch_hits)
     if not cancel_hit:
         return None
@@ -341,7 +411,7 @@ def _cancelled_by_user(ev: _Evidence) -> Diagnosis | None:
 
 
 def _silent_exit(ev: _Evidence) -> Diagnosis | None:
-    """5. A rank exited without a word (killed) while the others waited."""
+    """7. A rank exited without a word (killed) while the others waited."""
     if not ev.root:
         return None
     d, root = ev.d, ev.root
@@ -362,25 +432,25 @@ def _silent_exit(ev: _Evidence) -> Diagnosis | None:
 
 
 def _rank_cascade(ev: _Evidence) -> Diagnosis | None:
-    """6. Only the cascade: ranks timed out in a collective; the suspect is a rank that did not."""
+    """8. Only the cascade: ranks timed out in a collective (the suspects: the ranks that did not), or lost a peer."""
     waiting = [s for s in ev.scans if s.secondary is not None]
     if not waiting:
         return None
+    timeouts = [s for s in waiting if any(h.rule == "collective_timeout" for h in s.hits)]
+    if timeouts:  # the first rank that reported it; the ranks that did not are the suspects
+        first = min(timeouts, key=lambda s: (s.mtime, s.rank))
+        reported = next(h for h in first.hits if h.rule == "collective_timeout")
+        return ev.verdict(BY_NAME["collective_timeout"], reported, first.rank)
     silent = [s for s in ev.scans if s.secondary is None]
     suspect = min(silent, key=lambda s: (s.mtime, s.rank)) if silent else None
     hit = min(waiting, key=lambda s: (s.mtime, s.rank)).secondary
-    timeouts = [s for s in waiting if s.secondary and s.secondary.rule == "collective_timeout"]
-    if timeouts:
-        hit = min(timeouts, key=lambda s: (s.mtime, s.rank)).secondary
-    rule = BY_NAME["collective_timeout" if timeouts else "peer_failed"]
-    result = ev.verdict(rule, hit, suspect.rank if suspect else None)
-    if rule.name == "peer_failed":
-        result.title, result.hint = "ranks lost their peers", _hint_peer(ev.d.job_id, suspect)
+    result = ev.verdict(BY_NAME["peer_failed"], hit, suspect.rank if suspect else None)
+    result.title, result.hint = "ranks lost their peers", _hint_peer(ev.d.job_id, suspect)
     return result
 
 
 def _batch_cascade(ev: _Evidence) -> Diagnosis | None:
-    """7. Only the batch output shows the cascade: a collective timeout there is the cause, with its rank."""
+    """9. Only the batch output shows the cascade: a collective timeout there is the cause, with its rank."""
     for name in ("collective_timeout", "msrun_worker_failed", "peer_failed"):
         hit = next((h for h in ev.batch_hits if h.rule == name and not _LAUNCHER_LINE.match(h.line)), None)
         if hit:
@@ -393,8 +463,8 @@ def _batch_cascade(ev: _Evidence) -> Diagnosis | None:
 
 # The steps of `diagnose`, in order: the first that finds a cause gives the verdict.
 _STEPS: tuple[Callable[[_Evidence], Diagnosis | None], ...] = (
-    _ended_by_slurm, _ended_by_watchdog, _cancelled_by_state, _rank_error, _batch_error, _cancelled_by_user,
-    _silent_exit, _rank_cascade, _batch_cascade)
+    _ended_by_slurm, _ended_by_watchdog, _cancelled_by_state, _rank_error, _batch_error, _own_evidence,
+    _exit_summary, _cancelled_by_user, _silent_exit, _rank_cascade, _batch_cascade)
 
 
 def _unexplained(d: Diagnosis) -> Diagnosis:
@@ -440,10 +510,14 @@ def _describe_collective(d: Diagnosis, lines: list[str]) -> None:
         value = next(g for g in ms.groups() if g is not None)
         d.timeout_ms = int(value) * (60_000 if ms.group(3) else 1)
     seq = _first(_SEQ, lines)
+    d.seq_num = int(seq) if seq else None
     parts = [p for p in (d.operation, seq and f"SeqNum={seq}") if p]
     what = f"a collective operation ({', '.join(parts)})" if parts else "a collective operation"
     after = f" after {d.timeout_ms / 1000:g} s" if d.timeout_ms else ""
     d.title = f"{what} timed out{after}"
+    stuck = _first(_WATCHDOG_STUCK, lines)
+    if stuck and not d.operation:  # the heartbeat monitor: the watchdog thread itself hung in a NCCL/CUDA call
+        d.title = f"the NCCL watchdog got stuck for {stuck} s (a NCCL/CUDA call hung)"
 
 
 def _hint_peer(job_id: str, suspect: RankScan | None) -> str:

@@ -36,6 +36,7 @@ SCAN_KEYS: tuple[bytes, ...] = (
     b"Segmentation fault", b"core dumped", b"StepId", b"CANCELLED", b"KeyboardInterrupt", b"aborted",
     b"Fatal Python", b"return code", b"total mem size", b"MTGPU", b"FATAL:", b"not found", b"No such file or directory",
     b"code 127", b"socket interface", b"AF_INET", b"NET/IB", b"ibv_", b"specific port", b"exit with exception",
+    b"atchdog", b"NCCL error", b"HCCL error", b"EJ000", b"Xid", b"fallen off", b"ncclRemoteError",
 )
 
 
@@ -113,6 +114,8 @@ RULES: tuple[Rule, ...] = (
             r"MTGPU:\s*\(Error\)",
             r"(?:Guilty|Innocent) Lockup",
             r"uncorrectable ECC error",
+            r"NVRM: Xid \(PCI:[^)]*\): \d+",
+            r"fallen off the bus",
         ),
         "a device or its driver failed on NODE: go on without it (`hpclaunch resume JOB --exclude NODE`) and tell the "
         "administrators (`dmesg` shows Xid/MTGPU errors); if it follows you to other nodes, rerun with "
@@ -245,6 +248,7 @@ RULES: tuple[Rule, ...] = (
             r"DistNetworkError",
             r"retriev\w* ncclUniqueId from \[\d+\] via c10d key-value store",
             r"Rendezvous\w*(?:Timeout|Connection|Closed)Error",
+            r"DistStoreError",
         ),
         "ranks could not connect to the head node's store (MASTER_ADDR:MASTER_PORT): check that the head node "
         "started (its rank 0 log), that the address resolves to an interface the other nodes reach (the "
@@ -256,12 +260,16 @@ RULES: tuple[Rule, ...] = (
         _re(
             r"Watchdog caught collective operation timeout",
             r"collective operation timeout",
+            r"Some NCCL operations have failed or timed out",
+            r"Timeout at NCCL work: \d+",
+            r"failure detected by watchdog at work",
+            r"watchdog got stuck for \d+ seconds",
+            r"timed out in blocking wait",
             r"NCCL[^\n]{0,80}[Tt]ime ?out",
             r"(?i:hccl[^\n]{0,80}time ?out)",
             r"Getting socket times out",
             r"\bEI000[26]\b",
             r"[Gg]loo[^\n]{0,120}[Tt]imed? ?out",
-            r"DistStoreError[^\n]*[Tt]imed? ?out",
             r"Timed out (?:after|waiting)",
             r"timed out after \d+",
             r"wait timeout",
@@ -269,6 +277,20 @@ RULES: tuple[Rule, ...] = (
         "one rank stopped taking part (crashed, hung or is much slower): look at the first failing rank; "
         "if none failed, check the network between nodes (NCCL_DEBUG=INFO) or raise the collective timeout",
         primary=False,
+    ),
+    Rule(
+        "collective_error",
+        "the collective library (NCCL/HCCL) failed",
+        _re(
+            r"NCCL error[^\n]*(?:unhandled system error|internal error|unhandled cuda error|invalid usage)",
+            r"nccl(?:System|Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error",
+            r"HCCL error in:",
+            r"\bEJ000\d\b",
+        ),
+        "NCCL/HCCL failed on this rank: the lines after it (`Last error:`) say why; a socket or connection "
+        "error points at the network (the profile's NCCL_SOCKET_IFNAME / HCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO), "
+        "HCCL EJ0001 at a process of an earlier job still holding the NPU (check `npu-smi info` on the node), "
+        "an internal error at a NCCL/driver mismatch (NCCL_DEBUG=WARN names it)",
     ),
     Rule(
         "msrun_worker_failed",
@@ -287,6 +309,8 @@ RULES: tuple[Rule, ...] = (
             r"Broken pipe",
             r"ECONNRESET",
             r"remote worker crashing",
+            r"remote process exited or there was a network error",
+            r"ncclRemoteError",
             r"ChildFailedError",
             r"SignalException",
             r"closing signal SIG",

@@ -129,11 +129,13 @@ def test_rank_error_kinds(tmp_path: Path, text: str, cause: str) -> None:
         tmp_path, {0: "ok\n", 1: f"[rank1]: Traceback (most recent call last):\n[rank1]: {text}\n"}
     )
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="1:0"))
-    assert (d.cause, d.rank) == (cause, 1 if cause != "collective_timeout" else 0)
+    assert (d.cause, d.rank) == (cause, 1)
     assert d.hint
+    if cause == "collective_timeout":  # rank 1 timed out waiting; rank 0 never reported it: the suspect
+        assert d.suspect_ranks == [0] and "rank(s) 0 did not report the timeout" in d.hint
 
 
-def test_collective_timeout_names_the_rank_that_did_not_time_out(tmp_path: Path) -> None:
+def test_collective_timeout_names_the_ranks_that_did_not_time_out(tmp_path: Path) -> None:
     wd = (
         "[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 1800108 milliseconds before timing out.\n"
@@ -142,7 +144,9 @@ def test_collective_timeout_names_the_rank_that_did_not_time_out(tmp_path: Path)
         tmp_path, {0: wd.format(r=0), 1: wd.format(r=1), 2: "step 100 loss 2.0\n", 3: wd.format(r=3)}
     )
     d = diagnose(run, "7")
-    assert d.cause == "collective_timeout" and d.rank == 2
+    assert d.cause == "collective_timeout" and d.rank == 0 and d.suspect_ranks == [2]
+    assert (d.operation, d.seq_num) == ("ALLREDUCE", 3) and d.waiting_ranks == [1, 3]
+    assert "rank(s) 2 did not report the timeout" in d.hint and "--rank 2 --tail 50" in d.hint
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,13 @@ its node), or the diagnosis names a node or device fault (node failure, device e
 error) on a rank whose node is known from its progress record. Anything else (an exception in the
 script, a bad config) would fail again anywhere: no retry.
 
+A collective timeout (NCCL's watchdog, HCCL EI0002/EI0006) on its own proves no node fault: the ranks
+that report it only waited. It names suspects, though: the ranks that did not report it. A node is
+blamed only when it went quiet as a whole: none of its ranks reported the timeout while every rank on
+the other nodes did. Anything else is not blamed: every rank reported it (a network-wide stall, or a
+hang in the script that would happen anywhere), suspects on several nodes, or a node where one rank
+reported it first and the launcher ended its neighbours before they could.
+
 It prints the suspect nodes (comma-separated) on the first line and the reason as a JSON string on the
 second, or nothing; and remembers the suspects in ``$HPCLAUNCH_HOME/suspect-nodes.json`` for
 ``suspect_node_hours`` (later submissions exclude them). Standard library only.
@@ -60,12 +67,29 @@ def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blam
     except ImportError:  # a job environment without hpclaunch's logs package: no further evidence
         return None
     d = diagnose(run.root, job_id)
+    if d.cause == "collective_timeout":
+        return _timeout_suspect(d.title, d.rank, d.suspect_ranks, hosts)
     if d.cause not in NODE_LEVEL_RULES:
         return None
     node = d.node or (hosts.get(d.rank) if d.rank is not None else None)
     if not node:
         return None
     return Blame((node,), f"{d.title} on {node}" + (f" (rank {d.rank})" if d.rank is not None else ""))
+
+
+def _timeout_suspect(title: str, rank: int | None, suspects: list[int], hosts: dict[int, str]) -> Blame | None:
+    """The one node none of whose ranks reported a collective timeout that every rank elsewhere reported."""
+    if not suspects or any(r not in hosts for r in suspects):
+        return None
+    nodes = {hosts[r] for r in suspects}
+    if len(nodes) != 1:
+        return None
+    node = next(iter(nodes))
+    on_node = {r for r, host in hosts.items() if host == node}
+    if on_node != set(suspects) or len(on_node) == len(hosts):  # a rank there reported it, or no other node
+        return None
+    which = ", ".join(map(str, suspects))
+    return Blame((node,), f"{title} on rank {rank}; rank(s) {which} on {node} did not report it (they stopped first)")
 
 
 def main(argv: list[str] | None = None) -> int:
