@@ -65,7 +65,7 @@ def test_short_job_saves_before_its_end_and_chains_a_follow_on_that_finishes(env
                  "--set", "train.log_every=5", "--set", "train.save_every=0")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     script = (run_dir / "job.sbatch").read_text()
-    assert "#SBATCH --no-requeue" in script and "--signal" not in script, script[:1500]
+    assert "#SBATCH --no-requeue" in script and "#SBATCH --signal" not in script, script[:1500]
 
     chain = _follow_on(run_dir, job, timeout=400)
     nxt = chain["to"]
