@@ -95,3 +95,27 @@ def test_short_job_saves_before_its_end_and_chains_a_follow_on_that_finishes(env
 
     report = hpclaunch(env, "report", job).stdout
     assert f"checkpoint step {saved['step']} (end)" in report and "blocked" in report, report
+
+
+@needs_slurm
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_requeueing_job_saves_before_its_end_and_requeues_itself(env):  # noqa: F811
+    """The default (requeue): a 1-minute job saves on its own before the limit and requeues itself; its next
+    run resumes from that checkpoint (then the test cancels it: each run of a minute would save and requeue)."""
+    sub = submit(env, "recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "1n2g",
+                 "--time", "1", "--set", "train.max_steps=100000", "--set", "train.log_every=5",
+                 "--set", "train.save_every=0")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    second = run_dir / "logs" / "rank-0.restart-1.log"
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and "resumed from" not in (second.read_text() if second.is_file() else ""):
+            time.sleep(1)
+    finally:
+        subprocess.run(["scancel", job], check=False)
+    first = read_json_lines(RunFiles(run_dir).checkpoint_log)
+    assert first and first[0]["why"] == "end" and first[0]["restart"] == 0, first
+    assert f"at step {first[0]['step']}" in second.read_text(), second.read_text()[-2000:]
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    assert f"saved before the time limit: requeueing job {job} (restart 0)" in out, out[-2000:]

@@ -42,7 +42,7 @@ def test_saves_when_one_more_window_and_a_checkpoint_would_not_fit():
     clock = EndClock(end=10_000.0, write=write, decided_at=9_000.0)
     # 1000 s since the last decision: the next one is ~1000 s away; 10_000 - 9_500 = 500 s left < needed
     why = clock.must_save(9_500.0)
-    assert why is not None and "500 s left" in why and "measured" in why
+    assert why is not None and "500.0 s left" in why and "measured" in why
     # a short window far from the end: go on
     clock = EndClock(end=10_000.0, write=write, decided_at=8_000.0)
     assert clock.must_save(8_010.0) is None

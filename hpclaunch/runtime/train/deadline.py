@@ -73,6 +73,5 @@ class EndClock:
         left, need = self.end - now, self.needed(window)
         if left >= need:
             return None
-        return (f"{left:.0f} s left before the time limit, fewer than the {need:.0f} s one more window "
-                f"({window:.1f} s) and a checkpoint ({self.write.source}, x{WRITE_MARGIN:g}) take with "
-                f"{SAFETY_S:.0f} s to spare")
+        return (f"{left:.1f} s left, fewer than the {need:.1f} s that one more window ({window:.1f} s) and a "
+                f"checkpoint ({self.write.source}, x{WRITE_MARGIN:g}) take with {SAFETY_S:.0f} s to spare")
