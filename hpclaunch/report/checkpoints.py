@@ -20,11 +20,13 @@ def load(files: RunFiles) -> list[dict[str, Any]]:
 
 
 def describe(rec: dict[str, Any], size: Callable[[float], str]) -> str:
-    """``checkpoint step 40 (end): blocked 0.02 s, written in 1.3 s after, 2.3 MiB, restart 0``."""
+    """``checkpoint step 40 (end): blocked 0.02 s, written in the background in 1.3 s more, 2.3 MiB, restart 0``
+    (a synchronous write: blocked for all of it, the write's own part said as such)."""
     blocked, write = float(rec.get("blocked_s") or 0.0), float(rec.get("write_s") or 0.0)
-    how = "in the background" if rec.get("async") else "synchronously (the engine's own save)"
-    return (f"checkpoint step {rec['step']} ({rec.get('why', '?')}): blocked {blocked:.3g} s, written {how} in "
-            f"{write:.3g} s more, {size(float(rec.get('bytes') or 0))}, restart {rec.get('restart', '?')}")
+    how = (f"written in the background in {write:.3g} s more" if rec.get("async")
+           else f"written synchronously (the engine's own save) in {write:.3g} s of it")
+    return (f"checkpoint step {rec['step']} ({rec.get('why', '?')}): blocked {blocked:.3g} s, {how}, "
+            f"{size(float(rec.get('bytes') or 0))}, restart {rec.get('restart', '?')}")
 
 
 def totals(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -25,6 +25,12 @@ def test_the_last_measured_checkpoint_wins_over_the_plan(tmp_path):
     assert got.seconds == 20.0 and "step 20" in got.source
 
 
+def test_a_synchronous_write_counts_once(tmp_path):
+    files = RunFiles(tmp_path)
+    _record(files, step=10, blocked_s=30.0, write_s=29.0, **{"async": False})  # DeepSpeed: blocked for all of it
+    assert expected_write(files, plan_bytes=None, write_gbps=1.0).seconds == 30.0
+
+
 def test_before_the_first_checkpoint_the_plan_size_over_the_write_rate(tmp_path):
     got = expected_write(RunFiles(tmp_path), plan_bytes=654e9, write_gbps=2.0)
     assert got.seconds == pytest.approx(327.0) and "654 GB at 2 GB/s" in got.source

@@ -104,9 +104,9 @@ class _Write:
     tmp: Path
     final: Path
     payload: dict[str, Any]  # file name -> object to torch.save (the engine's CPU copy, this rank's RNG)
-    blocked_s: float
+    saved_at: float  # when the save began (perf_counter): a synchronous write blocks from there to the rename
     asynchronous: bool
-    t0: float = field(default_factory=time.perf_counter)
+    t0: float = field(default_factory=time.perf_counter)  # when the write began
 
     def run(self) -> None:
         for name, obj in self.payload.items():
@@ -137,7 +137,8 @@ class _Write:
         self._record(time.perf_counter() - self.t0)
 
     def _record(self, write_s: float) -> None:
-        rec = {"step": self.step, "why": self.why, "blocked_s": round(self.blocked_s, 4),
+        blocked = (self.t0 if self.asynchronous else time.perf_counter()) - self.saved_at
+        rec = {"step": self.step, "why": self.why, "blocked_s": round(blocked, 4),
                "write_s": round(write_s, 4), "bytes": _size(self.final), "async": self.asynchronous,
                "restart": int(os.environ.get(ENV_RESTART, "0") or 0), "job": os.environ.get("HPCLAUNCH_JOB_ID", ""),
                "at": round(time.time(), 3), "path": str(self.final)}
@@ -168,12 +169,9 @@ class Saver:
         payload = {f"rng-rank-{self.d.rank}.pt": _rng_state(self.d)}
         state = {**client_state, "step": step}
         copied = engine.snapshot(state)
+        job = _Write(self.files, self.d, step, why, tmp, final, {**payload, **(copied or {})}, t0, copied is not None)
         if copied is None:
             engine.save(tmp, state)
-        else:
-            payload.update(copied)
-        job = _Write(self.files, self.d, step, why, tmp, final, payload, time.perf_counter() - t0, copied is not None)
-        if copied is None:
             job.run()
         else:
             self.pending = threading.Thread(target=self._guarded, args=(job,), name=f"checkpoint-{step}")

@@ -35,8 +35,9 @@ def expected_write(files: RunFiles, plan_bytes: float | None, write_gbps: float)
     for rec in reversed(read_json_lines(files.checkpoint_log)):
         blocked, write = rec.get("blocked_s"), rec.get("write_s")
         if isinstance(blocked, (int, float)) and isinstance(write, (int, float)):
-            return WriteEstimate(float(blocked) + float(write), f"the checkpoint of step {rec.get('step')} took "
-                                 f"{float(blocked) + float(write):.1f} s")
+            # a synchronous write (async false) blocked for all of it: its blocked time holds its write time
+            took = float(blocked) + (float(write) if rec.get("async", True) else 0.0)
+            return WriteEstimate(took, f"the checkpoint of step {rec.get('step')} took {took:.1f} s")
     if plan_bytes:
         seconds = plan_bytes / (write_gbps * 1e9)
         return WriteEstimate(seconds, f"the plan's {plan_bytes / 1e9:.3g} GB at {write_gbps:g} GB/s: {seconds:.1f} s")
