@@ -69,10 +69,16 @@ def planned_checkpoint_bytes(spec: JobSpec) -> float | None:
 
 
 def with_checkpoint_size(spec: JobSpec) -> JobSpec:
-    """The spec with the plan's checkpoint size, from which the job estimates its first save's time."""
+    """The spec with the plan's checkpoint size, from which the job estimates its first save's time: an estimate
+    only, so a plan that cannot be made (which preflight reports, unless --skip-fit-check) leaves it unset."""
     from hpclaunch.config.base import replace
+    from hpclaunch.errors import HpclaunchError
 
-    return replace(spec, checkpoint=replace(spec.checkpoint, plan_bytes=planned_checkpoint_bytes(spec)))
+    try:
+        size = planned_checkpoint_bytes(spec)
+    except HpclaunchError:
+        size = None
+    return replace(spec, checkpoint=replace(spec.checkpoint, plan_bytes=size))
 
 
 def checkpoints_fit(spec: JobSpec) -> None:
