@@ -11,7 +11,7 @@ import click
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import human
-from hpclaunch.report import usage
+from hpclaunch.report import checkpoints, usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
 from hpclaunch.state import provenance, registry, timeline
 from hpclaunch.state.runfiles import RunFiles
@@ -50,7 +50,9 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     info = summary(m)
     used = _usage(record)
     dev = used["devices"]
+    saved = checkpoints.load(RunFiles(Path(record.run_dir)))
     text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
+                      *(checkpoints.describe(r, human) for r in saved),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
                       f"devices: {usage.describe_devices(dev, human)}",
@@ -58,7 +60,8 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
                       *(f"note: {n}" for n in [used.get("note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        echo_json({**info, "timeline": restarts, "usage": used, "plots": [str(p) for p in paths],
+        echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved),
+                   "timeline": restarts, "usage": used, "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)

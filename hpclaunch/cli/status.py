@@ -136,6 +136,10 @@ def _print_job(v: JobView) -> None:
         if step.get("resume"):
             click.echo(f"  resumed: {step.get('from')} -> {step['to']} ({state}) " + _resumed_from(step))
             continue
+        if step.get("chain"):
+            click.echo(f"  follow-on: {step.get('from')} -> {step['to']} ({state}), because {step.get('reason')} "
+                       "(checkpoint.requeue is false: it resumes from the checkpoint)")
+            continue
         click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
                    f"({state}), because {step.get('reason')}; excluded {step.get('exclude')}")
     if s.nodes:

@@ -9,7 +9,14 @@ import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, exclude_option, json_option, target_options
-from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject, say_plan, say_resources
+from hpclaunch.cli.submitnotes import (
+    say_after,
+    say_after_submit,
+    say_checkpointing,
+    say_inject,
+    say_plan,
+    say_resources,
+)
 from hpclaunch.submission.resolve import CliOverrides
 
 
@@ -88,6 +95,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     waits = say_after(spec, after, dry_run)
     if dry_run:
         say_resources(spec)
+        say_checkpointing(spec)
         say_plan(spec)
     say_after_submit(spec, dry_run, job.warnings)
     if parsable:

@@ -38,6 +38,18 @@ def say_resources(spec: JobSpec) -> None:
                + ("" if spec.resumable else "; not requeued (checkpoint.resumable is false)"), err=True)
 
 
+def say_checkpointing(spec: JobSpec) -> None:
+    """How the job saves before its time limit (checkpoint.lead_time, checkpoint.requeue), for a dry run."""
+    if not spec.resumable or spec.profile.scheduler == "local":  # a local job has no time limit
+        return
+    c = spec.checkpoint
+    first = (f"the plan's {c.plan_bytes / 1e9:.3g} GB at {c.write_gbps:g} GB/s" if c.plan_bytes
+             else "no plan: decided on the margin")
+    then = "requeues itself" if c.requeue else "chains a follow-on job that resumes (checkpoint.requeue false)"
+    click.echo(f"hpclaunch: before the time limit: the ranks save on their own (first write: {first}), USR1 "
+               f"{c.lead_time} s before it is the backstop (checkpoint.lead_time), then the job {then}", err=True)
+
+
 def say_plan(spec: JobSpec) -> None:
     """The memory plan's summary line (docs/plan.md), for a dry run."""
     if spec.recipe.model is None:

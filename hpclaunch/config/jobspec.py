@@ -50,6 +50,20 @@ class Resources(StrictModel, frozen=True, kw_only=True):
     )
 
 
+class Checkpointing(StrictModel, frozen=True, kw_only=True):
+    """When the job saves before its end, as resolved: the recipe's checkpoint keys over the profile's."""
+
+    lead_time: Annotated[int, Meta(ge=10, le=65535, description="USR1 this many seconds before the time limit")] = 120
+    requeue: Annotated[bool, Meta(description="a stopped job requeues itself; false: it chains a follow-on job")] = (
+        True
+    )
+    write_gbps: Annotated[float, Meta(gt=0, description="the filesystem's write rate (profile storage.write_gbps)")] = (
+        1.0
+    )
+    plan_bytes: Annotated[float | None, Meta(description="the memory plan's checkpoint size, when a plan could be "
+                                             "made: the first save's time estimate")] = None
+
+
 class JobSpec(StrictModel, frozen=True, kw_only=True):
     hpclaunch_version: str = __version__
     name: Annotated[str, Meta(description="the Slurm job name")]
@@ -72,6 +86,9 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     sets: Annotated[tuple[str, ...], Meta(description="the --set overrides, for the record")] = ()
     watchdog: Watchdog = Watchdog()
     resources: Annotated[Resources, Meta(description="CPUs and memory per node, as resolved")] = Resources()
+    checkpoint: Annotated[Checkpointing, Meta(description="saving before the time limit, as resolved")] = (
+        Checkpointing()
+    )
     resumable: Annotated[
         bool,
         Meta(

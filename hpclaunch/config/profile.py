@@ -21,7 +21,7 @@ EnvStrings = Annotated[dict[str, str], Meta(extra={"before": rules.env_strings})
 # BACKENDS (which collective backends make sense on which accelerator) and VISIBLE_DEVICES_VAR live in
 # hpclaunch/config/rules.py with the checks the models run.
 __all__ = ["BACKENDS", "VISIBLE_DEVICES_VAR", "EnvStrings", "Partition", "Modules", "PythonEnv", "AssetConfig",
-           "ContainerConfig", "ProfileDefaults", "Profile"]
+           "ContainerConfig", "CheckpointDefaults", "StorageDefaults", "ProfileDefaults", "Profile"]
 
 
 class Partition(StrictModel, frozen=True, kw_only=True):
@@ -95,6 +95,26 @@ class ContainerConfig(StrictModel, frozen=True, kw_only=True):
         rules.container_config(self)
 
 
+class CheckpointDefaults(StrictModel, frozen=True, kw_only=True):
+    """How this cluster's jobs save before their time limit (docs/troubleshooting.md#time-limits); a recipe's
+    `checkpoint:` keys and `--set checkpoint.*` win."""
+
+    lead_time: Annotated[int, Meta(ge=10, le=65535, description="seconds before the time limit that the scheduler "
+                                   "signals USR1 (the backstop: the ranks save on their own before it when they "
+                                   "know the job's end)")] = 120
+    requeue: Annotated[bool, Meta(description="false where the site disables requeue: a job stopped by the time "
+                                  "limit or preemption chains a follow-on job (--dependency=afterany) that "
+                                  "resumes")] = True
+
+
+class StorageDefaults(StrictModel, frozen=True, kw_only=True):
+    """The run root's filesystem, as far as the checkpoints' timing needs it."""
+
+    write_gbps: Annotated[float, Meta(gt=0, le=10000, description="GB/s one job writes its checkpoint at: the "
+                                      "first save's time estimate (the plan's checkpoint size over it); later "
+                                      "ones use the last measured write")] = 1.0
+
+
 class ProfileDefaults(StrictModel, frozen=True, kw_only=True):
     layout: str | None = None
     time: SlurmTimeText | None = None
@@ -131,6 +151,8 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     tracking: Annotated[TrackingSpec, Meta(description="the site's tracker defaults, e.g. "
                                            "{wandb: {entity: my-team, mode: offline}}; a recipe's keys win")
                         ] = TrackingSpec()
+    checkpoint: CheckpointDefaults = CheckpointDefaults()
+    storage: StorageDefaults = StorageDefaults()
     suspect_node_hours: Annotated[float, Meta(gt=0, description="how long a node blamed for a failure is excluded")
                                   ] = 24.0
 

@@ -197,6 +197,15 @@ class CheckpointSpec(StrictModel, frozen=True, kw_only=True):
             "for a recipe folder, false for your own script (submit SCRIPT.py)"
         ),
     ] = None
+    lead_time: Annotated[
+        Annotated[int, Meta(ge=10, le=65535)] | None,
+        Meta(description="seconds before the time limit that the scheduler signals USR1 (default: the profile's)"),
+    ] = None
+    requeue: Annotated[
+        bool | None,
+        Meta(description="false: a stopped job chains a follow-on job that resumes instead of requeueing itself "
+             "(default: the profile's)"),
+    ] = None
 
 
 class Recipe(StrictModel, frozen=True, kw_only=True):

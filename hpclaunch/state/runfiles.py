@@ -27,7 +27,11 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/tensorboard/                            TensorBoard event files (rank 0's metrics)
     RUN_DIR/wandb/offline-run-<time>-<id>/          W&B's offline runs, one per start (tracking.wandb): run-<id>.wandb,
                                                     and run-<id>.wandb.synced once `hpclaunch sync` uploaded it
-    RUN_DIR/checkpoints/                            checkpoints
+    RUN_DIR/checkpoints/                            checkpoints: step-<N>/ complete, .tmp-step-<N>/ being written
+    RUN_DIR/checkpoints.jsonl                       one line per checkpoint written: step, why (interval, signal,
+                                                    end, final), blocked and write seconds, bytes (rank 0)
+    RUN_DIR/progress/stopped.restart-<N>            the ranks saved and stopped on their own before the job's end:
+                                                    the job script requeues it or chains a follow-on job
     RUN_DIR/<scheduler>/                            a scheduler's own state, when it keeps any (local: job.json, ...;
                                                     a resumed job's in local/<job id>/)
 
@@ -82,6 +86,7 @@ ENV_CONFIG = "HPCLAUNCH_CONFIG"  # RUN_DIR/resolved.yaml
 ENV_LOG_DIR = "HPCLAUNCH_LOG_DIR"  # RUN_DIR/logs
 ENV_RESTART = "HPCLAUNCH_RESTART"  # 0 on the first start, +1 per requeue
 ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log folder (set by msrun-node.sh)
+ENV_END_TIME = "HPCLAUNCH_END_TIME"  # the job's end (epoch seconds) as the scheduler says it; unset: unknown
 
 def read_json_lines(path: Path) -> list[dict]:
     """The JSON objects of a JSON-lines file the job appends to, in file order: a missing or unreadable file is
@@ -127,6 +132,11 @@ def rank_log_name(rank: int, restart: int) -> str:
 def msrun_node_name(node: int | str, restart: int | str) -> str:
     """``node<K>.restart-<N>``; the job script passes shell references (``${HPCLAUNCH_NODE_RANK}``)."""
     return f"node{node}.restart-{restart}"
+
+
+def stopped_name(restart: int | str) -> str:
+    """``stopped.restart-<N>`` (in progress/): the job script passes a shell reference for the restart."""
+    return f"stopped.restart-{restart}"
 
 
 def watchdog_verdict_name(restart: int | str) -> str:
@@ -216,6 +226,13 @@ class RunFiles:
         steps = [(int(m.group(1)), p) for p in root.glob(f"{CHECKPOINT_PREFIX}*")
                  if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
         return max(steps, key=lambda sp: sp[0], default=None)
+
+    @property
+    def checkpoint_log(self) -> Path:
+        return self.root / "checkpoints.jsonl"
+
+    def stopped(self, restart: int) -> Path:
+        return self.progress / stopped_name(restart)
 
     def scheduler_state(self, scheduler: str) -> Path:
         return self.root / scheduler

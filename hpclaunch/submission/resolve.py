@@ -278,6 +278,20 @@ def _watchdog(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     }
 
 
+def _checkpointing(recipe: Recipe, profile: Profile, time: str) -> dict[str, Any]:
+    """The recipe's checkpoint keys (--set checkpoint.lead_time=...) over the profile's. A lead time the job
+    gives itself must leave it time to train (the profile's default is left out for a job too short for it)."""
+    mine, site = recipe.checkpoint, profile.checkpoint
+    lead = site.lead_time if mine.lead_time is None else mine.lead_time
+    if mine.lead_time is not None and mine.lead_time >= parse_time(time):
+        raise ConfigError(f"{mine.lead_time} s is not shorter than the time limit {time}: the "
+                          "job would be told to stop before it starts", key="checkpoint.lead_time",
+                          hint="give a lead time of a few minutes (the time one checkpoint takes to write), or ask "
+                               "for a longer --time")
+    return {"lead_time": lead, "requeue": site.requeue if mine.requeue is None else mine.requeue,
+            "write_gbps": profile.storage.write_gbps}
+
+
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
 
 
@@ -498,6 +512,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                   sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
                   resources=_resources(cli, recipe, profile, partition, layout),
+                  checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,
                   tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile))
     return validate(JobSpec, values, file="(resolved job spec)")

@@ -54,19 +54,41 @@ def room(path: Path) -> tuple[int, str]:
     return free, f"the free space on {where}"
 
 
+def planned_checkpoint_bytes(spec: JobSpec) -> float | None:
+    """The memory plan's size of one checkpoint, None when no plan can be made here (the model's config is not
+    staged, or the recipe names no model)."""
+    from hpclaunch.errors import NoPlan
+    from hpclaunch.plan import plan_job
+
+    if spec.recipe.model is None:
+        return None
+    try:
+        return plan_job(spec).checkpoint_bytes
+    except NoPlan:
+        return None
+
+
+def with_checkpoint_size(spec: JobSpec) -> JobSpec:
+    """The spec with the plan's checkpoint size, from which the job estimates its first save's time: an estimate
+    only, so a plan that cannot be made (which preflight reports, unless --skip-fit-check) leaves it unset."""
+    from hpclaunch.config.base import replace
+    from hpclaunch.errors import HpclaunchError
+
+    try:
+        size = planned_checkpoint_bytes(spec)
+    except HpclaunchError:
+        size = None
+    return replace(spec, checkpoint=replace(spec.checkpoint, plan_bytes=size))
+
+
 def checkpoints_fit(spec: JobSpec) -> None:
     """NoRoom when (kept + 1) checkpoints of the plan's size exceed the room of the run root. Silent when no plan
     can be made here (the model's config is not staged)."""
-    from hpclaunch.errors import NoPlan
-    from hpclaunch.plan import plan_job
     from hpclaunch.plan.job import size_text
     from hpclaunch.submission.rundir import run_root
 
-    if spec.recipe.model is None:
-        return
-    try:
-        one = plan_job(spec).checkpoint_bytes
-    except NoPlan:
+    one = planned_checkpoint_bytes(spec)
+    if one is None:
         return
     need = one * (CHECKPOINTS_KEPT + 1)
     root = run_root(spec)

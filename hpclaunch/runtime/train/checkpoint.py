@@ -1,23 +1,37 @@
-"""Checkpoints: RUN_DIR/checkpoints/step-<N>/ written atomically (into .tmp-step-<N>, renamed when
-every rank has written its part), the two newest kept. A job resumes from the newest by itself.
+"""Checkpoints: RUN_DIR/checkpoints/step-<N>/, complete or absent, the two newest kept. A job resumes from the
+newest by itself.
 
-Each holds the engine's state (model, optimizer, scheduler; DeepSpeed's own layout under DeepSpeed),
-the step and data position, and every rank's RNG states (rng-rank-<R>.pt).
+Each holds the engine's state (model, optimizer, scheduler; DeepSpeed's own layout under DeepSpeed), the step
+and data position, and every rank's RNG states (rng-rank-<R>.pt).
+
+Saving blocks training only for the copy off the device (plain PyTorch): the engine's state is copied to CPU
+memory, then a background thread writes it into .tmp-step-<N>/, fsyncs each file and leaves a marker per rank;
+rank 0's thread, once every rank's marker is there, renames the folder to step-<N> (atomic) and appends a line to
+RUN_DIR/checkpoints.jsonl with the blocked and the write time. A writer killed before the rename leaves only the
+.tmp- folder, which resume never picks and the next save removes. The next save, and the end of the run (done,
+a stop for a signal or the time limit), wait for a pending write. DeepSpeed writes synchronously (its own
+save_checkpoint; its asynchronous engines need the async_io op or an external package): the whole save blocks,
+and the record says so (async false).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import shutil
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, CHECKPOINTS_KEPT, RunFiles
+from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, CHECKPOINTS_KEPT, ENV_RESTART, RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.runtime.train.distributed import Dist
@@ -25,6 +39,9 @@ if TYPE_CHECKING:
 
 _STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 KEEP = CHECKPOINTS_KEPT
+TMP_PREFIX = f".tmp-{CHECKPOINT_PREFIX}"
+DONE_PREFIX = ".done-rank-"
+MARKERS_TIMEOUT_S = 1800.0  # rank 0 waits this long for the other ranks' writes before it gives the save up
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -47,25 +64,134 @@ def _set_rng_state(state: dict[str, Any], d: Dist) -> None:
         d.module.set_rng_state(state["device"], d.device)
 
 
-def save(engine: Engine, run_dir: Path, step: int, client_state: dict[str, Any], d: Dist) -> Path:
-    root = RunFiles(run_dir).checkpoints
-    final, tmp = root / f"{CHECKPOINT_PREFIX}{step:08d}", root / f".tmp-{CHECKPOINT_PREFIX}{step:08d}"
-    if d.is_main:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    d.barrier()
-    engine.save(tmp, {**client_state, "step": step})
-    torch.save(_rng_state(d), tmp / f"rng-rank-{d.rank}.pt")
-    d.barrier()
-    if d.is_main:
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        done = (p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name))
-        old = sorted(done, key=lambda p: p.name)[:-KEEP]
-        for p in old:
-            shutil.rmtree(p, ignore_errors=True)
-    d.barrier()
-    return final
+def to_cpu(obj: Any) -> Any:
+    """A copy of a state (nested dicts, lists, tuples) whose tensors are copies in CPU memory: what training
+    changes next cannot reach it."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, Mapping):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write(obj: Any, path: Path) -> None:
+    torch.save(obj, path)
+    _fsync(path)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@dataclass
+class _Write:
+    """One checkpoint's write on one rank: its files, its marker; on rank 0 the rename and the record."""
+
+    files: RunFiles
+    d: Dist
+    step: int
+    why: str
+    tmp: Path
+    final: Path
+    payload: dict[str, Any]  # file name -> object to torch.save (the engine's CPU copy, this rank's RNG)
+    saved_at: float  # when the save began (perf_counter): a synchronous write blocks from there to the rename
+    asynchronous: bool
+    t0: float = field(default_factory=time.perf_counter)  # when the write began
+
+    def run(self) -> None:
+        for name, obj in self.payload.items():
+            _write(obj, self.tmp / name)
+        (self.tmp / f"{DONE_PREFIX}{self.d.rank}").touch()
+        if self.d.is_main:
+            self._publish()
+
+    def _publish(self) -> None:
+        """Rank 0: every rank's files are there, so the folder becomes the checkpoint (rename), then the record."""
+        deadline = time.monotonic() + MARKERS_TIMEOUT_S
+        while len(list(self.tmp.glob(f"{DONE_PREFIX}*"))) < self.d.world_size:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"checkpoint of step {self.step}: not every rank wrote its part within "
+                                   f"{MARKERS_TIMEOUT_S:.0f} s; {self.tmp} is left incomplete (never resumed from)")
+            time.sleep(0.1)
+        for marker in self.tmp.glob(f"{DONE_PREFIX}*"):
+            marker.unlink()
+        for p in self.tmp.rglob("*"):
+            if p.is_file():
+                _fsync(p)  # DeepSpeed's files too
+        shutil.rmtree(self.final, ignore_errors=True)
+        os.replace(self.tmp, self.final)
+        _fsync(self.final.parent)
+        done = (p for p in self.final.parent.glob(f"{CHECKPOINT_PREFIX}*") if _STEP.match(p.name))
+        for old in sorted(done, key=lambda p: p.name)[:-KEEP]:
+            shutil.rmtree(old, ignore_errors=True)
+        self._record(time.perf_counter() - self.t0)
+
+    def _record(self, write_s: float) -> None:
+        blocked = (self.t0 if self.asynchronous else time.perf_counter()) - self.saved_at
+        rec = {"step": self.step, "why": self.why, "blocked_s": round(blocked, 4),
+               "write_s": round(write_s, 4), "bytes": _size(self.final), "async": self.asynchronous,
+               "restart": int(os.environ.get(ENV_RESTART, "0") or 0), "job": os.environ.get("HPCLAUNCH_JOB_ID", ""),
+               "at": round(time.time(), 3), "path": str(self.final)}
+        with open(self.files.checkpoint_log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+class Saver:
+    """Checkpoints of one run, one write at a time (the next save and the end of the run wait for it)."""
+
+    def __init__(self, run_dir: Path, d: Dist) -> None:
+        self.files, self.d = RunFiles(run_dir), d
+        self.pending: threading.Thread | None = None
+        self.failed: BaseException | None = None
+
+    def save(self, engine: Engine, step: int, client_state: dict[str, Any], why: str) -> Path:
+        """Blocks for the copy off the device (or, under DeepSpeed, the whole write); returns the folder the
+        checkpoint will have once written."""
+        t0 = time.perf_counter()
+        self.wait()
+        root = self.files.checkpoints
+        final, tmp = root / f"{CHECKPOINT_PREFIX}{step:08d}", root / f"{TMP_PREFIX}{step:08d}"
+        if self.d.is_main:
+            for left in root.glob(f"{TMP_PREFIX}*"):  # a killed writer's (never resumed from)
+                shutil.rmtree(left, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        self.d.barrier()
+        payload = {f"rng-rank-{self.d.rank}.pt": _rng_state(self.d)}
+        state = {**client_state, "step": step}
+        copied = engine.snapshot(state)
+        job = _Write(self.files, self.d, step, why, tmp, final, {**payload, **(copied or {})}, t0, copied is not None)
+        if copied is None:
+            engine.save(tmp, state)
+            job.run()
+        else:
+            self.pending = threading.Thread(target=self._guarded, args=(job,), name=f"checkpoint-{step}")
+            self.pending.start()
+        return final
+
+    def _guarded(self, job: _Write) -> None:
+        try:
+            job.run()
+        except BaseException as exc:  # raised again in the training thread, at the next save or the end
+            self.failed = exc
+
+    def wait(self) -> None:
+        """Until the pending write is done; its failure raised here."""
+        if self.pending is not None:
+            self.pending.join()
+            self.pending = None
+        if self.failed is not None:
+            failed, self.failed = self.failed, None
+            raise RuntimeError(f"writing a checkpoint failed: {failed}") from failed
 
 
 def load(engine: Engine, path: Path, d: Dist) -> dict[str, Any]:

@@ -6,7 +6,9 @@
                      the same LR schedule; ZeRO stage, clipping and precision come from ds_config.json.
 
 Both: zero_grad(); micro_step(inputs, last) -> detached loss of the micro-batch;
-step() -> gradient norm (a tensor: no host sync); save(dir, client_state); load(dir) -> client_state.
+step() -> gradient norm (a tensor: no host sync); save(dir, client_state); load(dir) -> client_state;
+snapshot(client_state) -> {file name: state copied to CPU} for a write in the background, or None (DeepSpeed:
+its save writes synchronously).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
+from hpclaunch.runtime.train.checkpoint import to_cpu
 from hpclaunch.runtime.train.held import grad_tensors, held_states, storage_bytes
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
 
@@ -51,6 +54,8 @@ class Engine(Protocol):
     def save(self, path: Path, client_state: dict[str, Any]) -> None: ...
 
     def load(self, path: Path) -> dict[str, Any]: ...
+
+    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None: ...
 
     def held_states(self) -> dict[str, int]: ...
 
@@ -120,16 +125,26 @@ class TorchEngine:
         with self.autocast():
             return self.model(**inputs).loss.detach()
 
+    def _state(self, client_state: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "client": client_state,
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+        }
+
     def save(self, path: Path, client_state: dict[str, Any]) -> None:
         if self.d.is_main:
-            state = {
-                "model": self.module.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "client": client_state,
-                "scaler": self.scaler.state_dict() if self.scaler else None,
-            }
-            torch.save(state, path / "state.pt")
+            torch.save(self._state(client_state), path / "state.pt")
+
+    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None:
+        """Rank 0's state.pt as a CPU copy (the replicas hold the same state); the others write only their RNG."""
+        if not self.d.is_main:
+            return {}
+        state = to_cpu(self._state(client_state))
+        self.d.synchronize()  # the copies from the device are complete before training changes the tensors
+        return {"state.pt": state}
 
     def load(self, path: Path) -> dict[str, Any]:
         state = torch.load(path / "state.pt", map_location=self.d.device, weights_only=False)
@@ -210,6 +225,9 @@ class DeepSpeedEngine:
     def load(self, path: Path) -> dict[str, Any]:
         _, state = self.model.load_checkpoint(str(path), tag="deepspeed")
         return state["client"]
+
+    def snapshot(self, client_state: dict[str, Any]) -> None:
+        return None  # DeepSpeed's save_checkpoint writes synchronously (docs/troubleshooting.md#time-limits)
 
     def held_states(self) -> dict[str, int]:
         """Under ZeRO the torch optimizer inside DeepSpeed's steps the fp32 master partitions."""

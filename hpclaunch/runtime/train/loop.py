@@ -4,11 +4,13 @@ Per optimizer step: zero grads; for each micro-batch forward + backward (gradien
 the last one only); clip the unscaled gradients; optimizer step; LR schedule step. Losses stay on
 the device and are synchronised only at log steps (no per-step host sync). SIGUSR1/SIGTERM (Slurm's
 warning before a time limit or preemption) make every rank save a checkpoint at the next log step
-and exit 0; the requeued job resumes from it.
+and exit 0; the requeued job resumes from it. So does the job's end coming nearer than one more window and a
+checkpoint (hpclaunch/runtime/train/deadline.py): the ranks save on their own, before the signal.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -23,9 +25,10 @@ import torch
 
 from hpclaunch.runtime.node import progress
 from hpclaunch.runtime.node.inject import Injector
-from hpclaunch.runtime.train import checkpoint, peaks
+from hpclaunch.runtime.train import checkpoint, deadline, peaks
 from hpclaunch.runtime.train.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.state import timeline
+from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.runtime.train.data import Batches
@@ -127,7 +130,7 @@ def train(
             run.inject.after_step(step, time.perf_counter() - step_t0)
         run.run_eval(step)
         if step > start or ckpt is None:
-            run.save(step)
+            run.save(step, "final")
         run.done(step)
 
 
@@ -168,6 +171,16 @@ class _Run:
         self.stop = StopRequest()
         self.prog = progress.current()  # step and phase for the node supervisor's hang watchdog (no syscall here)
         self.inject = Injector.from_env(self.d.rank)  # HPCLAUNCH_INJECT: rehearse a hang, crash, kill or straggler
+        self.saver = checkpoint.Saver(self.job.run_dir, self.d)
+        self.why = "stop_at"  # why the ranks stop early: signal | end (the time limit near) | stop_at (tests)
+        self.clock = self._end_clock()
+
+    def _end_clock(self) -> deadline.EndClock:
+        """Rank 0's clock for saving before the job's end (the others follow its decision)."""
+        c = self.job.spec.checkpoint
+        files = RunFiles(self.job.run_dir)
+        write = deadline.expected_write(files, c.plan_bytes, c.write_gbps)
+        return deadline.EndClock(deadline.end_time() if self.d.is_main else None, write, time.time())
 
     def resume(self) -> tuple[int, Path | None]:
         """(the step to go on from, the checkpoint it comes from): a requeued job goes on where it stopped."""
@@ -216,21 +229,34 @@ class _Run:
         )
 
     def stop_agreed(self) -> bool:
-        """Whether any rank got a stop signal: all ranks must save the same step and leave together."""
-        flag = torch.tensor(float(self.stop.requested), device=self.d.device)
-        return bool(all_reduce_max(flag, self.d).item())
+        """Whether any rank got a stop signal, or rank 0 finds the job's end too near to go on (1, 2): all ranks
+        must save the same step and leave together."""
+        near = self.clock.must_save(time.time())
+        flag = torch.tensor(2.0 if near else float(self.stop.requested), device=self.d.device)
+        agreed = all_reduce_max(flag, self.d).item()
+        if agreed:
+            self.why = "end" if agreed == 2 else "signal"
+        if near:
+            self.log(f"hpclaunch: saving before the time limit: {near}")
+        return bool(agreed)
 
     def stop_here(self, step: int) -> None:
-        """Save and leave before max_steps (a signal or HPCLAUNCH_STOP_AT_STEP): the requeued job resumes here."""
-        self.save(step)
+        """Save and leave before max_steps (a signal, the job's end near, or HPCLAUNCH_STOP_AT_STEP): the requeued
+        (or follow-on) job resumes here. Stopped for the end, rank 0 tells the job script (progress/stopped.*)."""
+        self.save(step, self.why)
+        self.saver.wait()
+        if self.why == "end" and self.d.is_main:
+            restart = int(os.environ.get(ENV_RESTART, "0") or 0)
+            RunFiles(self.job.run_dir).stopped(restart).write_text(json.dumps({"step": step, "why": "end"}) + "\n")
         self.log(f"stopped at step {step}; the checkpoint is saved and a restarted job resumes from it")
         self.done(step)
 
-    def save(self, step: int) -> None:
-        """A checkpoint with the data position, so a resumed run sees the batches it has not seen yet."""
+    def save(self, step: int, why: str = "interval") -> None:
+        """A checkpoint with the data position, so a resumed run sees the batches it has not seen yet; written in
+        the background where the engine allows (hpclaunch/runtime/train/checkpoint.py)."""
         self.prog.enter("checkpoint", step)
-        path = checkpoint.save(self.engine, self.job.run_dir, step, {"data": self.batches.position}, self.d)
-        self.log(f"checkpoint {path}")
+        path = self.saver.save(self.engine, step, {"data": self.batches.position}, why)
+        self.log(f"checkpoint {path} ({why})")
 
     def run_eval(self, step: int) -> None:
         """The eval loss and perplexity, when the recipe has eval batches: written to the metrics and printed."""
@@ -243,6 +269,8 @@ class _Run:
         self.log(f"eval step {step}: loss {loss:.4f} perplexity {ppl:.2f}")
 
     def done(self, step: int) -> None:
-        """Tell the hang watchdog this rank is done, now: an exit is not a hang."""
+        """Wait for the pending checkpoint write, then tell the hang watchdog this rank is done, now: an exit is not
+        a hang."""
+        self.saver.wait()
         self.prog.enter("done", step)
         self.prog.flush()

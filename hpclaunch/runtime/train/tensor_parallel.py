@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from hpclaunch.runtime.train.checkpoint import to_cpu
 from hpclaunch.runtime.train.engine import _DTYPES, TorchEngine
 from hpclaunch.runtime.train.held import local, storage_bytes
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
@@ -129,18 +130,27 @@ class TensorParallelEngine(TorchEngine):
     def _file(self, path: Path) -> Path:
         return path / f"tp-rank-{self.d.rank:05d}.pt"
 
-    def save(self, path: Path, client_state: dict[str, Any]) -> None:
-        """Every rank writes its local shards and its optimizer's (the job's layout is saved with them)."""
+    def _shards(self, client_state: dict[str, Any]) -> dict[str, Any]:
+        """This rank's local shards and its optimizer's (the job's layout is saved with them)."""
         optimizer = self.optimizer.state_dict()
         optimizer["state"] = {k: {n: local(v) for n, v in s.items()} for k, s in optimizer["state"].items()}
-        state = {
+        return {
             "layout": {"world_size": self.d.world_size, "tensor_parallel": self.d.tensor_parallel},
             "model": {n: local(t) for n, t in self.module.state_dict().items()},
             "optimizer": optimizer,
             "scheduler": self.scheduler.state_dict(),
             "client": client_state,
         }
-        torch.save(state, self._file(path))
+
+    def save(self, path: Path, client_state: dict[str, Any]) -> None:
+        """Every rank writes its own file."""
+        torch.save(self._shards(client_state), self._file(path))
+
+    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None:
+        """Every rank's own file as a CPU copy (each holds other shards), written in the background."""
+        state = to_cpu(self._shards(client_state))
+        self.d.synchronize()
+        return {self._file(Path()).name: state}
 
     def load(self, path: Path) -> dict[str, Any]:
         from hpclaunch.errors import HpclaunchError

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.config.memsize import format_size
 from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.core import cmd
-from hpclaunch.core.shell import quote
+from hpclaunch.core.shell import ShellExpr, quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
 from hpclaunch.schedulers.base import Check, JobStatus, Scheduler
@@ -26,13 +26,12 @@ from hpclaunch.schedulers.slurm.options import (
     signal_lead,
     split_nodes,
 )
-from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, RunFiles
+from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, ENV_RESTART, ENV_RUN_DIR, PROGRESS, RunFiles, stopped_name
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
 
-REQUEUE_WARNING = 120  # seconds before the time limit that Slurm signals USR1 (--sbatch signal=B:USR1@N: N)
 MIN_RUN_BEFORE_WARNING = 13 * 60  # a job warned sooner after its start would requeue itself forever
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
@@ -44,6 +43,7 @@ class Directives:
     options: dict[str, str | None]
     requeue: bool  # USR1 (and a node failure) requeues the job; else the job checkpoints and ends
     why_not: str  # why it does not requeue, in words ("" when it does)
+    chain: bool = False  # not requeued, but resumable (checkpoint.requeue false): a follow-on job goes on
 
 
 def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Directives:
@@ -59,9 +59,11 @@ def directives(spec: JobSpec, run_dir: Path, array: str | None = None) -> Direct
 
     _check_given(spec, opts, given, origin)
     requeue = "requeue" in opts
+    chain = not requeue and spec.resumable and not spec.checkpoint.requeue
     why_not = ("" if requeue else f"{origin('no-requeue')} no-requeue" if "no-requeue" in given
+               else "checkpoint.requeue is false: a follow-on job resumes from the checkpoint" if chain
                else "its script does not resume from a checkpoint: checkpoint.resumable is false")
-    return Directives(opts, requeue, why_not)
+    return Directives(opts, requeue, why_not, chain)
 
 
 def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, str | None]:
@@ -76,14 +78,14 @@ def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, s
         "time": spec.time,
         "output": str(RunFiles(run_dir).job_output("%A_%a" if array else "%j")),
         "open-mode": "append",
-        "requeue" if spec.resumable else "no-requeue": None,
+        "requeue" if spec.resumable and spec.checkpoint.requeue else "no-requeue": None,
     }
     if array:
         ours["array"] = array
-    if spec.resumable and parse_time(spec.time) >= REQUEUE_WARNING + MIN_RUN_BEFORE_WARNING:
-        # USR1 two minutes before the time limit: checkpoint and requeue (signals.sh.j2); a job that cannot
-        # resume runs to its limit
-        ours["signal"] = f"B:USR1@{REQUEUE_WARNING}"
+    if warned(spec):
+        # USR1 checkpoint.lead_time before the time limit: checkpoint and requeue (signals.sh.j2); a job that
+        # cannot resume runs to its limit
+        ours["signal"] = f"B:USR1@{spec.checkpoint.lead_time}"
     if part.gres:
         ours["gres"] = f"{part.gres}:{spec.gpus_per_node}"
     if res.mem_mb is not None:
@@ -95,6 +97,12 @@ def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, s
     if spec.profile.qos:
         ours["qos"] = spec.profile.qos
     return ours
+
+
+def warned(spec: JobSpec) -> bool:
+    """Whether Slurm signals USR1 checkpoint.lead_time before the time limit: a job that resumes, and long enough
+    to train between the start and the warning."""
+    return spec.resumable and parse_time(spec.time) >= spec.checkpoint.lead_time + MIN_RUN_BEFORE_WARNING
 
 
 def _sbatch_extra(spec: JobSpec) -> dict[str, str | None]:
@@ -211,6 +219,10 @@ class SlurmScheduler(Scheduler):
             "options": sbatch_lines(told.options),
             "requeue": told.requeue,
             "why_not_requeued": told.why_not,
+            "chain": told.chain,
+            "lead_time": spec.checkpoint.lead_time if warned(spec) else None,
+            # this restart's marker of ranks that stopped on their own before the time limit (the runtime writes it)
+            "stopped_marker": ShellExpr(f"${{{ENV_RUN_DIR}}}/{PROGRESS}/" + stopped_name(f"${{{ENV_RESTART}}}")),
             "cpus_per_task": spec.resources.cpus_per_task,
             "gres": f"{part.gres}:{spec.gpus_per_node}" if part.gres else None,
             "container": containers.step_options(spec, run_dir),

@@ -18,7 +18,7 @@ from hpclaunch.config.walltime import parse_time
 from hpclaunch.errors import CommandError, HpclaunchError
 from hpclaunch.schedulers.base import Check, JobStatus
 from hpclaunch.schedulers.slurm.options import dependency_option
-from hpclaunch.schedulers.slurm.scheduler import REQUEUE_WARNING, SlurmScheduler, exclude_option
+from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler, exclude_option
 from hpclaunch.schedulers.slurm_rest import answers, jobdesc
 from hpclaunch.schedulers.slurm_rest.connection import API, MEMO, Connection, RestError, check_env
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
@@ -42,15 +42,13 @@ def job_environment() -> dict[str, str]:
     return {"PATH": BASE_PATH, **{k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}}
 
 
-BATCH_SIGNAL = f"--signal=B:USR1@{REQUEUE_WARNING}"  # what the Slurm scheduler asks for (sbatch_options)
-
-
-def _without_batch_signal(options: list[str], time_limit: str) -> tuple[list[str], int | None]:
-    """The #SBATCH options less the Slurm scheduler's ``--signal=B:USR1@120`` (slurmrestd refuses B:), and after
+def _without_batch_signal(options: list[str], time_limit: str, lead: int) -> tuple[list[str], int | None]:
+    """The #SBATCH options less the Slurm scheduler's ``--signal=B:USR1@LEAD`` (slurmrestd refuses B:), and after
     how many seconds the job script sends itself that USR1 instead (None: it asked for none)."""
-    if BATCH_SIGNAL not in options:
+    batch_signal = f"--signal=B:USR1@{lead}"  # what the Slurm scheduler asks for (sbatch_options)
+    if batch_signal not in options:
         return options, None
-    return [o for o in options if o != BATCH_SIGNAL], max(parse_time(time_limit) - REQUEUE_WARNING, 0)
+    return [o for o in options if o != batch_signal], max(parse_time(time_limit) - lead, 0)
 
 
 def _profile_env(run_dir: Path) -> dict[str, str]:
@@ -115,13 +113,15 @@ class SlurmRestScheduler(SlurmScheduler):
         check_env(spec.profile.env, "env")
         check_env(spec.recipe.env, "recipe.env")
         context = super().script_context(spec, run_dir)
-        context["options"], context["warn_after"] = _without_batch_signal(context["options"], spec.time)
+        context["options"], context["warn_after"] = _without_batch_signal(context["options"], spec.time,
+                                                                               spec.checkpoint.lead_time)
         jobdesc.check_options(jobdesc.split(o)[0] for o in context["options"])
         return context
 
     def array_context(self, specs: Sequence[JobSpec], sweep_dir: Path, max_parallel: int | None) -> dict[str, Any]:
         context = super().array_context(specs, sweep_dir, max_parallel)
-        context["options"] = _without_batch_signal(context["options"], specs[0].time)[0]
+        context["options"] = _without_batch_signal(context["options"], specs[0].time,
+                                                   specs[0].checkpoint.lead_time)[0]
         return context
 
     # --- submit ---------------------------------------------------------------------------------------------
