@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.assets.requests import AssetRequest, requests_for_spec
 from hpclaunch.assets.store import asset_path, check_files, read_manifest, store_root
+from hpclaunch.config.profile import asset_store
 from hpclaunch.errors import AssetError
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def asset_problems(spec: JobSpec) -> list[tuple[AssetRequest, str]]:
     """(request, what is wrong) for every hub asset of the job that is not usable from the store."""
-    store = store_root(spec.profile.assets.store)
+    store = store_root(asset_store(spec.profile))
     out = []
     for req in requests_for_spec(spec):
         folder = asset_path(store, req.kind, req.repo_id, req.revision)
@@ -60,7 +61,7 @@ def check_job_assets(spec: JobSpec) -> None:
             f"files and accepts those whose sha256 still matches), or {fix}"
         )
     raise AssetError(
-        f"the job's assets are not ready in the store {spec.profile.assets.store}:\n  {lines}",
+        f"the job's assets are not ready in the store {asset_store(spec.profile)}:\n  {lines}",
         hint=f"{fix} (staging needs network; add --pack FILE there and `hpclaunch assets unpack FILE` "
         "here to carry assets to a cluster without it)",
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.assets.store import Manifest, check_files, iter_assets, refresh_mtimes, store_root
+from hpclaunch.config.profile import asset_store
 from hpclaunch.errors import AssetError
 
 
@@ -16,7 +17,7 @@ def profile_store(profile: str) -> Path:
     """The asset store of a cluster profile (name or YAML file)."""
     from hpclaunch.config.loader import load_profile
 
-    return store_root(load_profile(profile).assets.store)
+    return store_root(asset_store(load_profile(profile)))
 
 
 def list_assets(store: Path) -> list[dict[str, Any]]:

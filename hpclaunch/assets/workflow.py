@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.assets.requests import AssetRequest, merge, parse_dataset, parse_model, requests_for_spec
 from hpclaunch.assets.stage import Event, StageResult, endpoints_for, stage_many
 from hpclaunch.assets.store import store_root
+from hpclaunch.config.profile import asset_store
 from hpclaunch.errors import AssetError, HpclaunchError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def plan_stage(profile: str, specs: Sequence[JobSpec] = (), *, models: Sequence[
     if not wanted and not specs:
         raise NothingToStage("nothing to stage: give a RECIPE, --model or --dataset")
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
-    return StagePlan(store_root(prof.assets.store), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes))
+    return StagePlan(store_root(asset_store(prof)), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes))
 
 
 @dataclass
@@ -152,7 +153,7 @@ def stage_config(spec: JobSpec, endpoints: Sequence[str] = (), *, timeout: float
     if m is None or m.source != "hub" or not m.repo:
         return None
     prof = spec.profile
-    store = store_root(prof.assets.store)
+    store = store_root(asset_store(prof))
     if (asset_path(store, "model", m.repo, m.revision) / "config.json").is_file():
         return None
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)

@@ -60,7 +60,9 @@ class PythonEnv(StrictModel, frozen=True, kw_only=True):
 
 
 class AssetConfig(StrictModel, frozen=True, kw_only=True):
-    store: str = "~/.hpclaunch/assets"
+    store: Annotated[str | None, Meta(description="the asset store; default: $SCRATCH/hpclaunch/assets (or $PSCRATCH, "
+                                      "$SCRATCHDIR, $WORK) for a cluster profile where the login node sets one, "
+                                      "else ~/.hpclaunch/assets")] = None
     mirror: Annotated[str | None, Meta(description="hub endpoint used when staging, e.g. https://hf-mirror.com")] = None
     endpoints: Annotated[tuple[str, ...], Meta(description="fallback endpoints tried after the mirror")] = ()
 
@@ -173,3 +175,18 @@ class Profile(StrictModel, frozen=True, kw_only=True):
         return VISIBLE_DEVICES_VAR[self.accelerator]
 
 
+
+
+def asset_store(profile: Profile) -> str:
+    """The profile's asset store as written (``~`` and ``$VARS`` are expanded where it is read): its
+    ``assets.store``; else, for a cluster profile, the site's scratch (``$SCRATCH/hpclaunch/assets``, see
+    core.paths.scratch_root) where the login node sets one; else ``~/.hpclaunch/assets``. The job gets the
+    path chosen at submit (``HPCLAUNCH_ASSET_STORE`` and its resolved.yaml)."""
+    if profile.assets.store:
+        return profile.assets.store
+    from hpclaunch.core.paths import scratch_root
+
+    scratch = scratch_root()
+    if scratch is not None and profile.scheduler != "local":
+        return str(scratch / "assets")
+    return "~/.hpclaunch/assets"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpclaunch.config.profile import asset_store
 from hpclaunch.core.shell import ShellExpr, quote, shell_path
 from hpclaunch.errors import ConfigError
 
@@ -58,7 +59,7 @@ def mounts(spec: JobSpec, run_dir: Path) -> list[tuple[Word, str, str]]:
     (each destination once: the first mount there wins)."""
     c = spec.profile.container
     found = [_mount(str(run_dir), "run_root", whole=True),
-             _mount(spec.profile.assets.store, "assets.store", whole=True)]
+             _mount(asset_store(spec.profile), "assets.store", whole=True)]
     found += [_mount(m, "container.mounts") for m in c.mounts]
     found += [_mount(m, "container", whole=True) for m in DEVICE_MOUNTS[spec.profile.accelerator]]
     unique: dict[str, tuple[Word, str, str]] = {}

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.config.profile import asset_store
 from hpclaunch.core import cache
 from hpclaunch.errors import NoPlan
 from hpclaunch.plan import mindspore
@@ -47,7 +48,7 @@ def config_inputs(spec: JobSpec) -> dict[str, Any]:
         vocab = tok.vocab_size if tok is not None and tok.source == "train" else None
     else:
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
-        staged = asset_path(store_root(spec.profile.assets.store), "model", m.repo, m.revision) / "config.json"
+        staged = asset_path(store_root(asset_store(spec.profile)), "model", m.repo, m.revision) / "config.json"
         try:
             base = json.loads(staged.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -98,7 +99,7 @@ def fetch_config(spec: JobSpec, endpoints: Sequence[str] = ()) -> str | None:
         m = spec.recipe.model
         assert m is not None
         tried = exc.message.partition(":\n")[2].strip()
-        raise NoPlan(f"the config of model {m.repo!r} is not in the store {spec.profile.assets.store}, and no "
+        raise NoPlan(f"the config of model {m.repo!r} is not in the store {asset_store(spec.profile)}, and no "
                      f"endpoint answered to fetch it:\n  {tried}",
                      hint=f"{import_command(spec)}; or give --endpoint URL of a mirror that answers") from None
     except AssetError as exc:

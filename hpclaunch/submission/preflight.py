@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from hpclaunch.config.profile import asset_store
+
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
 
@@ -105,7 +107,7 @@ def _override_config(spec: JobSpec) -> None:
         return
     from hpclaunch.assets.store import asset_path, store_root
 
-    staged = asset_path(store_root(spec.profile.assets.store), "model", model.repo, model.revision) / "config.json"
+    staged = asset_path(store_root(asset_store(spec.profile)), "model", model.repo, model.revision) / "config.json"
     try:
         known = set(json.loads(staged.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):

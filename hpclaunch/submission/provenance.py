@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.config.profile import asset_store
 from hpclaunch.core.version import __version__
 from hpclaunch.state.provenance import write
 from hpclaunch.state.runfiles import RunFiles
@@ -54,7 +55,7 @@ def _assets(spec: JobSpec) -> list[dict[str, Any]]:
     from hpclaunch.assets.requests import requests_for_spec
     from hpclaunch.assets.store import MANIFEST, asset_path, read_manifest, store_root
 
-    store = store_root(spec.profile.assets.store)
+    store = store_root(asset_store(spec.profile))
     out = []
     for req in requests_for_spec(spec):
         folder = asset_path(store, req.kind, req.repo_id, req.revision)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.base import dump
+from hpclaunch.config.profile import asset_store
 from hpclaunch.core import cache
 from hpclaunch.core.paths import search_dirs
 from hpclaunch.core.shell import ShellExpr, oneline, quote, shell_path
@@ -171,7 +172,7 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         "scheduler": scheduler.name,
         "scheduler_templates": scheduler.template_dir,
         "sched": scheduler.script_context(spec, run_dir),
-        "asset_store": shell_path(spec.profile.assets.store),
+        "asset_store": shell_path(asset_store(spec.profile)),
         # the ranks' threads follow the CPUs this job asks per rank (resolve's resources), over a profile's fixed
         # OMP_NUM_THREADS; the recipe's own env.OMP_NUM_THREADS wins
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),

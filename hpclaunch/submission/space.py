@@ -101,14 +101,27 @@ def checkpoints_fit(spec: JobSpec) -> None:
                           "$SCRATCH/hpclaunch/runs), or free space there; queue it anyway with --skip-fit-check")
 
 
+def _is_under_home(path: Path) -> bool:
+    home, where = Path.home().resolve(), path.resolve()
+    return where == home or home in where.parents
+
+
 def under_home(spec: JobSpec) -> list[str]:
-    """A note when a cluster job's run directory (its checkpoints) would go under $HOME."""
+    """A note when a cluster job's run directory (its checkpoints) would go under $HOME, and when its asset store
+    would, by default (no assets.store in the profile, no scratch variable on the login node)."""
+    from hpclaunch.assets.store import store_root
+    from hpclaunch.config.profile import asset_store
     from hpclaunch.submission.rundir import run_root
 
     if spec.profile.scheduler == "local":
         return []
-    home, root = Path.home().resolve(), run_root(spec)
-    if root.resolve() != home and home not in root.resolve().parents:
-        return []
-    return [f"run directories and checkpoints go to {root}, under $HOME (often small and quota'd on a cluster): "
-            f"set run_root in profile {spec.profile.name} to a scratch filesystem (run_root: $SCRATCH/hpclaunch/runs)"]
+    notes, root = [], run_root(spec)
+    if _is_under_home(root):
+        notes.append(f"run directories and checkpoints go to {root}, under $HOME (often small and quota'd on a "
+                     f"cluster): set run_root in profile {spec.profile.name} to a scratch filesystem "
+                     "(run_root: $SCRATCH/hpclaunch/runs)")
+    store = store_root(asset_store(spec.profile))
+    if not spec.profile.assets.store and _is_under_home(store):
+        notes.append(f"the asset store (models, datasets) is {store}, under $HOME: set assets.store in profile "
+                     f"{spec.profile.name} to a project or scratch filesystem (store: $SCRATCH/hpclaunch/assets)")
+    return notes

@@ -1,5 +1,6 @@
-"""Where a cluster job's run directory goes when the profile names no run_root: the site's scratch ($SCRATCH,
-$PSCRATCH, $SCRATCHDIR, $WORK) where the login node sets one, and never silently under $HOME."""
+"""Where a cluster job's run directory and asset store go when the profile names neither (run_root, assets.store):
+the site's scratch ($SCRATCH, $PSCRATCH, $SCRATCHDIR, $WORK) where the login node sets one, and never silently
+under $HOME."""
 
 from __future__ import annotations
 
@@ -48,3 +49,30 @@ def test_the_local_profile_stays_where_it_was(hpclaunch, user: Path, tmp_path: P
     res = hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run")
     assert res.exit_code == 0, res.output
     assert _run_dir(res).parent == user / ".hpclaunch" / "runs" and "under $HOME" not in res.stderr
+
+
+def test_the_asset_store_goes_to_scratch_too(hpclaunch, user: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    res = hpclaunch("submit", "gpt2", "--profile", "guangzhou-a800", "--dry-run")
+    assert res.exit_code == 0, res.output
+    store = tmp_path / "scratch" / "hpclaunch" / "assets"
+    assert f"export HPCLAUNCH_ASSET_STORE={store}" in res.stdout, res.stdout
+    assert "asset store" not in res.stderr
+
+
+def test_an_asset_store_under_home_by_default_is_said_with_the_key_to_set(hpclaunch, user: Path) -> None:
+    res = hpclaunch("submit", "gpt2", "--profile", "guangzhou-a800", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert 'export HPCLAUNCH_ASSET_STORE="${HOME}/.hpclaunch/assets"' in res.stdout
+    said = " ".join(res.stderr.split())
+    assert f"the asset store (models, datasets) is {user / '.hpclaunch' / 'assets'}, under $HOME" in said, said
+    assert "set assets.store in profile guangzhou-a800" in said
+
+
+def test_a_store_the_profile_names_is_used_as_given(hpclaunch, user: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    res = hpclaunch("submit", "allreduce", "--profile", "musa-s4000", "--dry-run")  # store: /data/hpclaunch-assets
+    assert res.exit_code == 0, res.output
+    assert "export HPCLAUNCH_ASSET_STORE=/data/hpclaunch-assets" in res.stdout

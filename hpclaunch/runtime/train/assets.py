@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.assets.store import MANIFEST, asset_path, store_root
+from hpclaunch.config.profile import asset_store
 from hpclaunch.errors import AssetError
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def job_store(spec: JobSpec) -> Path:
-    return store_root(os.environ.get("HPCLAUNCH_ASSET_STORE") or spec.profile.assets.store)
+    return store_root(os.environ.get("HPCLAUNCH_ASSET_STORE") or asset_store(spec.profile))
 
 
 def _stage_hint(spec: JobSpec) -> str:
