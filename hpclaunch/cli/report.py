@@ -11,7 +11,7 @@ import click
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.tables import human
-from hpclaunch.report import checkpoints, usage
+from hpclaunch.report import checkpoints, goodput, usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
 from hpclaunch.state import provenance, registry, timeline
 from hpclaunch.state.runfiles import RunFiles
@@ -51,7 +51,9 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     used = _usage(record)
     dev = used["devices"]
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
+    ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""))
     text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
+                      *([goodput.describe(ledger)] if ledger else []),
                       *(checkpoints.describe(r, human) for r in saved),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
@@ -61,7 +63,7 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
         echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved),
-                   "timeline": restarts, "usage": used, "plots": [str(p) for p in paths],
+                   "timeline": restarts, "goodput": ledger, "usage": used, "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)

@@ -13,6 +13,7 @@ from typing import Any
 
 from hpclaunch.jobs import sync as wandb_sync
 from hpclaunch.jobs.state import retries, statuses, stop_reason
+from hpclaunch.report import goodput
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus
 from hpclaunch.state import provenance, registry, timeline
@@ -68,6 +69,11 @@ class JobView:
         return timeline.load(RunFiles(self.run_dir))
 
     @cached_property
+    def goodput(self) -> dict[str, Any] | None:
+        """The run's goodput ledger (hpclaunch.report.goodput); None before it ran."""
+        return goodput.of_run(RunFiles(self.run_dir), nodes=goodput.nodes_of(self.record.layout or ""))
+
+    @cached_property
     def provenance(self) -> str | None:
         return provenance.summary(provenance.load(self.run_dir))
 
@@ -84,7 +90,7 @@ class JobView:
         out = {**asdict(self.record), **asdict(self.status), "last_metrics": self.last_metrics,
                "stop_reason": self.stop_reason, "retries": list(self.retries),
                "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
-               "provenance": self.provenance, "wandb": self.wandb}
+               "goodput": None if self.is_sweep else self.goodput, "provenance": self.provenance, "wandb": self.wandb}
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out

@@ -113,6 +113,17 @@ def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpcla
     drawn = json.loads(Image.open(png).text["Description"])
     assert drawn == {"0": entry["durations"]}
 
+    # the goodput ledger: one allocation from the job script's start to its end, every second of it accounted
+    led = report["goodput"]
+    assert led == status["goodput"] and led["nodes"] == 1 and led["recomputed_steps"] == 0
+    phases = entry["phases"]
+    assert led["allocated_s"] == pytest.approx(phases["finished"] - phases["started"], abs=1e-2)
+    lost = led["lost_s"]
+    assert lost["startup"] == pytest.approx(phases["data_ready"] - phases["started"], abs=1e-2)
+    assert led["productive_s"] + sum(lost.values()) == pytest.approx(led["allocated_s"], abs=1e-2)
+    assert 0 < led["goodput"] == pytest.approx(led["productive_s"] / led["allocated_s"], abs=1e-3)
+    assert f"goodput {100 * led['goodput']:.1f} % of 1 node(s) x " in hpclaunch("report", job).output
+
 
 # --- reading stamps back
 

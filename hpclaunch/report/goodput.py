@@ -1,0 +1,162 @@
+"""A run's goodput ledger: how much of the allocated node time advanced the model, and where the rest went.
+
+    goodput = productive seconds x nodes that train / (allocated wall seconds x nodes allocated)
+
+- **allocated**: per Slurm job of the run (a `--retries` resubmission or a `resume` is a job of its own; restarts
+  inside one allocation are not), from its job script's start to its last end; x the nodes it holds (spares
+  included: they idle while they wait to replace a node);
+- **productive**: the training spans (first step to the launch's end, each restart) less the time checkpoints
+  blocked training and less the work done again after a fault (the steps between the checkpoint a restart
+  resumed from and where the run before it had got to, at the run's mean step time);
+- the rest, in wall seconds: `startup` (job script to the first step, the first step excluded, each restart),
+  `health` (the node health checks), `checkpoint_blocked`, `recomputed`, `recovery` (between the end of one
+  launch and the start of the next in the same allocation), `other` (what no stamp accounts for); and in node
+  seconds `spares_idle`. Time in the queue is outside any allocation: `queued_s` (the first job) and
+  `queued_retries_s` (every later one) are listed beside the ledger, not in it.
+
+Read from the run directory's own records: timeline.jsonl (state.timeline), checkpoints.jsonl and each restart's
+last step in progress/ (rank 0). Standard library only; `report` and `status --json` show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hpclaunch.state import timeline
+from hpclaunch.state.runfiles import RunFiles, read_json_lines
+
+# the timeline spans of the start-up, the first step excluded (it trains)
+_STARTUP_SPANS = tuple(timeline.SPANS[p] for p in timeline.STARTUP if p != "first_step")
+_WORDS = {"startup": "start-up", "health": "health checks", "checkpoint_blocked": "checkpoints blocking",
+          "recomputed": "work done again", "recovery": "recovery"}
+HEALTH_SPAN = "health"  # a span some job scripts stamp before the launch (the node health checks)
+
+
+def _span(entry: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a restart's part of the job ran: from its first stamp after `submitted` to `finished` (or its last)."""
+    t = [v for p, v in entry["phases"].items() if p != "submitted"]
+    return (min(t), max(t)) if t else None
+
+
+def _allocated(restarts: Sequence[Mapping[str, Any]]) -> tuple[float, float, float]:
+    """(wall seconds allocated over every job, seconds the first job queued, seconds later jobs queued)."""
+    jobs: dict[str, list[float]] = {}
+    queued, queued_later, first_job = 0.0, 0.0, None
+    for entry in restarts:
+        span = _span(entry)
+        job = str(entry.get("job") or f"restart-{entry['restart']}")
+        if span is not None:
+            lo, hi = jobs.setdefault(job, [span[0], span[1]])
+            jobs[job] = [min(lo, span[0]), max(hi, span[1])]
+        q = float(entry.get("queued_s") or 0.0) if "submitted" in entry["phases"] else 0.0
+        if first_job is None or job == first_job:
+            first_job = job
+            queued += q
+        else:
+            queued_later += q
+    return sum(hi - lo for lo, hi in jobs.values()), queued, queued_later
+
+
+def _resumed_at(restart: int, reached: int, checkpoints: Sequence[Mapping[str, Any]]) -> int:
+    """The step a restart began from: the newest checkpoint saved before it, at or below where it had got to."""
+    saved = [int(c["step"]) for c in checkpoints if int(c.get("restart", 0)) < restart and int(c["step"]) <= reached]
+    return max(saved, default=0)
+
+
+def _steps(last_step: Mapping[int, int], checkpoints: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(steps run in all, steps run again): a restart after the first ran from the checkpoint it resumed (the
+    newest saved before it) to its last step; the steps from there to where the restart before it had got to were
+    trained twice."""
+    ran, again, reached = 0, 0, None
+    for restart in sorted(last_step):
+        start = 0 if reached is None else _resumed_at(restart, reached, checkpoints)
+        if reached is not None:
+            again += max(0, reached - start)
+        ran += max(0, last_step[restart] - start)
+        reached = last_step[restart]
+    return ran, again
+
+
+def ledger(restarts: Sequence[Mapping[str, Any]], checkpoints: Sequence[Mapping[str, Any]],
+           last_step: Mapping[int, int], *, nodes: int, spare_nodes: int = 0) -> dict[str, Any] | None:
+    """The ledger of a run (see the module's docstring); None before any part of it ran."""
+    allocated, queued, queued_later = _allocated(restarts)
+    if allocated <= 0:
+        return None
+    durations = [e["durations"] for e in restarts]
+    training = sum(d.get("first_step", 0.0) + d.get("training", 0.0) for d in durations)
+    startup = sum(_startup(e) for e in restarts)
+    health = sum(d.get(HEALTH_SPAN, 0.0) for d in durations)
+    blocked = sum(float(c.get("blocked_s") or 0.0) for c in checkpoints)
+    ran, again = _steps(last_step, checkpoints)
+    recomputed = min(training - blocked, again * training / ran) if training > blocked and ran else 0.0
+    productive = max(0.0, training - blocked - recomputed)
+    recovery = _recovery(restarts)
+    other = max(0.0, allocated - training - startup - health - recovery)
+    goodput = productive * nodes / (allocated * (nodes + spare_nodes))
+    return {"goodput": round(goodput, 4), "allocated_s": round(allocated, 3), "nodes": nodes,
+            "spare_nodes": spare_nodes, "productive_s": round(productive, 3),
+            "lost_s": {"startup": round(startup, 3), "health": round(health, 3),
+                       "checkpoint_blocked": round(blocked, 3), "recomputed": round(recomputed, 3),
+                       "recovery": round(recovery, 3), "other": round(other, 3)},
+            "spares_idle_node_s": round(allocated * spare_nodes, 3), "recomputed_steps": again,
+            "queued_s": round(queued, 3), "queued_retries_s": round(queued_later, 3)}
+
+
+def _startup(entry: Mapping[str, Any]) -> float:
+    """The start-up spans of one restart; a restart relaunched inside its job (no `submitted`, no `started`)
+    has its first span measured from the launch before it ended: that gap is recovery, not start-up."""
+    d, phases = entry["durations"], entry["phases"]
+    total = sum(d.get(s, 0.0) for s in _STARTUP_SPANS)
+    first = next((p for p in timeline.PHASES[1:] if p in phases), None)
+    if "submitted" not in phases and first not in (None, "started") and timeline.SPANS[first] in _STARTUP_SPANS:
+        total -= d.get(timeline.SPANS[first], 0.0)
+    return total
+
+
+def _recovery(restarts: Sequence[Mapping[str, Any]]) -> float:
+    """Seconds between the end of one launch and the start of the next inside the same job."""
+    gaps = 0.0
+    for before, after in zip(restarts, restarts[1:], strict=False):
+        end, start = before["phases"].get("finished"), _span(after)
+        if end is not None and start is not None and before.get("job") == after.get("job"):
+            gaps += max(0.0, start[0] - end)
+    return gaps
+
+
+def last_steps(files: RunFiles) -> dict[int, int]:
+    """Rank 0's last step of each restart, from its progress records."""
+    import json
+
+    out: dict[int, int] = {}
+    for path in sorted(files.progress.glob("rank-0.restart-*.json")) if files.progress.is_dir() else []:
+        try:
+            rec = json.loads(path.read_bytes().rstrip(b" \0") or b"{}")
+            out[int(path.name.split(".restart-")[1].split(".")[0])] = int(rec.get("step", 0))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def nodes_of(layout: str) -> int:
+    """The nodes of a layout (`2n8g` -> 2); 1 for anything else (an own script's record)."""
+    head = layout.split("n", 1)[0]
+    return int(head) if head.isdigit() and int(head) > 0 else 1
+
+
+def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0) -> dict[str, Any] | None:
+    """The ledger of the run directory `files`."""
+    checkpoints = [r for r in read_json_lines(files.checkpoint_log) if isinstance(r.get("step"), int)]
+    return ledger(timeline.load(files), checkpoints, last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
+
+
+def describe(led: Mapping[str, Any]) -> str:
+    """``goodput 87.1 % of 2 node(s) x 10m05s: start-up 41s, checkpoints blocking 3.2s, work done again 12s, ...``"""
+    lost = ", ".join(f"{_WORDS.get(name, name)} {timeline.seconds(s)}" for name, s in led["lost_s"].items() if s)
+    spares = f" (+{led['spare_nodes']} spare)" if led["spare_nodes"] else ""
+    queue = f"; queued {timeline.seconds(led['queued_s'])}" if led["queued_s"] else ""
+    if led["queued_retries_s"]:
+        queue += f", again {timeline.seconds(led['queued_retries_s'])} for later jobs"
+    return (f"goodput {100 * led['goodput']:.1f} % of {led['nodes']} node(s){spares} x "
+            f"{timeline.seconds(led['allocated_s'])}" + (f": {lost}" if lost else "") + queue)
