@@ -44,6 +44,14 @@ def test_restarts_max_defaults_by_scheduler_and_follows_set(hpc_home):
     assert (spec.restarts.max, spec.spare_nodes) == (5, 1)
 
 
+def test_a_profile_sets_restarts_max_and_the_recipe_and_set_win(write_profile, write_recipe):
+    profile = str(write_profile(restarts={"max": 1}))
+    assert resolve(str(write_recipe()), profile).restarts.max == 1
+    assert resolve(str(write_recipe(restarts={"max": 2})), profile).restarts.max == 2
+    assert resolve(str(write_recipe(restarts={"max": 2})), profile,
+                   CliOverrides(sets=("restarts.max=0",))).restarts.max == 0
+
+
 def test_negative_restarts_and_spares_beyond_the_partition_exit_2_before_queueing(hpclaunch):
     res = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--set", "restarts.max=-1", "--dry-run")
     assert res.exit_code == 2 and "restarts.max" in res.output and "Traceback" not in res.output, res.output
@@ -124,3 +132,21 @@ def test_nodefail_kills_the_supervisor_its_tree_and_the_task_above_it(tmp_path: 
     assert not _alive(sleeper)
     record = json.loads(RunFiles(tmp_path).node_record(0, 0).read_text())
     assert "ended" not in record and "signalled" not in record  # nothing on the node had a word to say
+
+
+def test_a_recovery_is_read_back_with_the_seconds_to_the_first_step_after_it(tmp_path: Path):
+    from hpclaunch.state import recoveries
+
+    run = RunFiles(tmp_path)
+    found = blame.Blame(("node1",), "node node1 lost", "node_lost", 0)
+    decision = relaunch.decide(found, used=("node1", "node2"), allocation=ALLOC, dropped=(), relaunches=0,
+                               max_restarts=3)
+    detected = relaunch.record(run, 2, found, decision, "77")["detected_at"]
+    assert recoveries.load(run)[0]["seconds_to_first_step"] is None  # no step finished after it yet
+    run.timeline.write_text(json.dumps({"phase": "first_step", "restart": 3, "job": "77", "t": detected + 9.0}) + "\n")
+    (rec,) = recoveries.load(run)
+    assert {k: rec[k] for k in ("cause", "rank", "node", "resumed_step", "seconds_to_first_step", "nodes")} == {
+        "cause": "node_lost", "rank": 0, "node": "node1", "resumed_step": 0, "seconds_to_first_step": 9.0,
+        "nodes": "node2,node3"}
+    assert recoveries.line(rec) == ("node_lost: rank 0 on node1, resumed from step 0 on node2,node3, "
+                                    "first step 9.0 s after")
