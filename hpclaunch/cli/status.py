@@ -15,7 +15,7 @@ from hpclaunch.errors import ConfigError
 from hpclaunch.jobs import sync as wandb_sync
 from hpclaunch.jobs.view import JobView, views
 from hpclaunch.schedulers import JobStatus, get_scheduler
-from hpclaunch.state import registry, timeline
+from hpclaunch.state import recoveries, registry, timeline
 from hpclaunch.state.sweeps import grouped, sweep_elements
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
@@ -142,6 +142,8 @@ def _print_job(v: JobView) -> None:
             continue
         click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
                    f"({state}), because {step.get('reason')}; excluded {step.get('exclude')}")
+    for number, rec in enumerate(v.recoveries, 1):
+        click.echo(f"  recovery {number}: {recoveries.line(rec)}")
     if s.nodes:
         click.echo(f"  nodes: {s.nodes}")
     if s.elapsed:

@@ -42,6 +42,9 @@ from hpclaunch.submission.resolve import CliOverrides
 @click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
               help="resubmit after a node-level failure (node fail, OOM kill, device error, hang), from the last "
                    "checkpoint, with the suspect node excluded")
+@click.option("--spare-nodes", type=click.IntRange(0), default=None, metavar="K",
+              help="ask for K more nodes that idle until a node is lost or faulty, then take its place when the "
+                   "step is relaunched in the allocation (restarts.max), at the same world size")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
               help="run one job per value (per combination, when given for several keys) as one job array, "
                    "e.g. train.lr=1e-4,3e-4")
@@ -63,7 +66,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
                max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
                sbatch: tuple[str, ...], exclude: tuple[str, ...], as_json: bool, script_args: tuple[str, ...],
-               launcher: str | None) -> None:
+               launcher: str | None, spare_nodes: int | None) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -78,7 +81,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch, launcher=launcher,
-                       script_args=script_args or None, exclude=exclude)
+                       script_args=script_args or None, exclude=exclude, spare_nodes=spare_nodes)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))

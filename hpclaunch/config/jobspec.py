@@ -29,6 +29,12 @@ class Watchdog(StrictModel, frozen=True, kw_only=True):
     )
 
 
+class Restarts(StrictModel, frozen=True, kw_only=True):
+    """Relaunches inside the allocation as resolved: the recipe's (--set restarts.max) over the profile's."""
+
+    max: Annotated[int, Meta(ge=0, le=100, description="relaunches after a fault a restart can fix")] = 0
+
+
 class Resources(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices, as resolved: the recipe's resources over the devices' share
     of the node. (A resolved.yaml written before these existed reads with the defaults; resubmitting it resolves
@@ -105,9 +111,11 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     retries: Annotated[
         int, Meta(ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")
     ] = 0
-    inject: Annotated[str | None, Meta(description="fault injection KIND:RANK:STEP (HPCLAUNCH_INJECT at submit)")] = (
-        None
-    )
+    restarts: Restarts = Restarts()
+    spare_nodes: Annotated[int, Meta(ge=0, le=1000, description="nodes asked beyond `nodes` that idle until a node "
+                                     "is dropped, then take its place (submit --spare-nodes)")] = 0
+    inject: Annotated[str | None, Meta(description="fault injection KIND:RANK:STEP[,...] (HPCLAUNCH_INJECT at "
+                                       "submit)")] = None
     sbatch: Annotated[
         dict[str, str | None],
         Meta(

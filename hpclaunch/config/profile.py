@@ -21,7 +21,7 @@ EnvStrings = Annotated[dict[str, str], Meta(extra={"before": rules.env_strings})
 # BACKENDS (which collective backends make sense on which accelerator) and VISIBLE_DEVICES_VAR live in
 # hpclaunch/config/rules.py with the checks the models run.
 __all__ = ["BACKENDS", "VISIBLE_DEVICES_VAR", "EnvStrings", "Partition", "Modules", "PythonEnv", "AssetConfig",
-           "ContainerConfig", "CheckpointDefaults", "StorageDefaults", "ProfileDefaults", "Profile"]
+           "ContainerConfig", "CheckpointDefaults", "StorageDefaults", "ProfileDefaults", "Profile", "RestartDefaults"]
 
 
 class Partition(StrictModel, frozen=True, kw_only=True):
@@ -78,6 +78,15 @@ class WatchdogDefaults(StrictModel, frozen=True, kw_only=True):
     init_timeout: Annotated[float, Meta(gt=0, le=14 * 86400, description="seconds allowed before the first step "
                                         "(imports, rendezvous, model load)")] = 3600.0
     min_timeout: Annotated[float, Meta(gt=0, description="the floor of the tightened timeout")] = 60.0
+
+
+class RestartDefaults(StrictModel, frozen=True, kw_only=True):
+    """Relaunches inside the allocation after a fault a restart can fix (docs/troubleshooting.md#recovery)."""
+
+    max: Annotated[Annotated[int, Meta(ge=0, le=100)] | None, Meta(
+        description="relaunches of the training step in the same allocation, from the newest checkpoint, after a "
+                    "node lost, a hang, a rank killed or a device/network fault; default: 3 on Slurm schedulers, 0 "
+                    "on the local one")] = None
 
 
 class ContainerConfig(StrictModel, frozen=True, kw_only=True):
@@ -144,6 +153,7 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     templates: Annotated[str | None, Meta(description="folder of template overrides, relative to the profile")] = None
     run_root: Annotated[str | None, Meta(description="where run directories go (a shared filesystem)")] = None
     watchdog: WatchdogDefaults = WatchdogDefaults()
+    restarts: RestartDefaults = RestartDefaults()
     collective_timeout: Annotated[float, Meta(gt=0, le=86400, description="seconds a collective may wait before the "
                                               "backend aborts it (process group timeout, NCCL/HCCL variables)")] = 600.0
     max_requeues_without_progress: Annotated[int, Meta(ge=1, le=1000, description="requeues (preemption, time "

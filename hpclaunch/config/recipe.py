@@ -165,6 +165,14 @@ class WatchdogSpec(StrictModel, frozen=True, kw_only=True):
     ] = None
 
 
+class RestartsSpec(StrictModel, frozen=True, kw_only=True):
+    """Relaunches inside the allocation; unset: the profile's restarts.max."""
+
+    max: Annotated[Annotated[int, Meta(ge=0, le=100)] | None, Meta(
+        description="relaunches of the training step in the same allocation after a fault a restart can fix "
+                    "(--set restarts.max=N; 0: none)")] = None
+
+
 class ResourcesSpec(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
 
@@ -231,6 +239,9 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
     msrun: Annotated[MsrunSpec | None, Meta(description="msrun settings (launcher: msrun)")] = None
     watchdog: Annotated[WatchdogSpec, Meta(description="the hang watchdog, over the profile's settings")] = (
         WatchdogSpec()
+    )
+    restarts: Annotated[RestartsSpec, Meta(description="relaunches inside the allocation, over the profile's")] = (
+        RestartsSpec()
     )
     tracking: Annotated[TrackingSpec, Meta(description="experiment trackers (W&B), over the profile's")] = (
         TrackingSpec()

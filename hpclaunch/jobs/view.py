@@ -16,7 +16,7 @@ from hpclaunch.jobs.state import retries, statuses, stop_reason
 from hpclaunch.report import goodput
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus
-from hpclaunch.state import provenance, registry, timeline
+from hpclaunch.state import provenance, recoveries, registry, timeline
 from hpclaunch.state.runfiles import RunFiles
 from hpclaunch.state.sweeps import is_sweep, sweep_id, values
 
@@ -74,6 +74,11 @@ class JobView:
         return goodput.of_run(RunFiles(self.run_dir), nodes=goodput.nodes_of(self.record.layout or ""))
 
     @cached_property
+    def recoveries(self) -> list[dict[str, Any]]:
+        """The relaunches inside the allocation (restarts.max) of its run, oldest first."""
+        return recoveries.load(RunFiles(self.run_dir))
+
+    @cached_property
     def provenance(self) -> str | None:
         return provenance.summary(provenance.load(self.run_dir))
 
@@ -90,7 +95,8 @@ class JobView:
         out = {**asdict(self.record), **asdict(self.status), "last_metrics": self.last_metrics,
                "stop_reason": self.stop_reason, "retries": list(self.retries),
                "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
-               "goodput": None if self.is_sweep else self.goodput, "provenance": self.provenance, "wandb": self.wandb}
+               "goodput": None if self.is_sweep else self.goodput, "recoveries": self.recoveries,
+               "provenance": self.provenance, "wandb": self.wandb}
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out

@@ -83,6 +83,7 @@ class Check:
 class Scheduler(ABC):
     name: str
     excludes_suspects = False  # its submissions leave out the nodes blamed for recent failures (state/suspects.py)
+    restarts_default = 0  # restarts.max when neither profile nor recipe sets it (relaunches inside the allocation)
 
     @property
     def template_dir(self) -> str:

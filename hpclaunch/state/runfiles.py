@@ -16,6 +16,12 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
+    RUN_DIR/progress/node-<K>.restart-<N>.json      each node supervisor's host, start and end (a node without an
+                                                    end while others ended was lost: hpclaunch.runtime.node.blame)
+    RUN_DIR/progress/last-restart                   the newest restart number the job script used
+    RUN_DIR/progress/injected.jsonl                 the injected faults that fired (each fires once across restarts)
+    RUN_DIR/recoveries.jsonl                        one line per relaunch inside the allocation (restarts.max):
+                                                    cause, rank, node, detected_at, resumed restart
     RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
                                                     nodes, devices, assets, environment (submit + the job at start)
     RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
@@ -279,6 +285,26 @@ class RunFiles:
 
     def rank_exits(self, restart: int) -> list[Path]:
         return sorted(self.progress.glob(f"rank-*.restart-{restart}.exit")) if self.progress.is_dir() else []
+
+    def node_record(self, node: int | str, restart: int) -> Path:
+        return self.progress / f"node-{node}.restart-{restart}.json"
+
+    def node_records(self, restart: int) -> list[Path]:
+        return sorted(self.progress.glob(f"node-*.restart-{restart}.json")) if self.progress.is_dir() else []
+
+    @property
+    def last_restart(self) -> Path:
+        """The newest restart number the job script used (a relaunch inside the allocation takes the next): a
+        requeue numbers its start after it, so logs stay apart."""
+        return self.progress / "last-restart"
+
+    @property
+    def injected(self) -> Path:
+        return self.progress / "injected.jsonl"
+
+    @property
+    def recoveries(self) -> Path:
+        return self.root / "recoveries.jsonl"
 
     @property
     def provenance(self) -> Path:

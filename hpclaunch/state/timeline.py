@@ -95,8 +95,9 @@ def read(run: RunFiles) -> list[dict[str, Any]]:
 def per_restart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per restart, oldest first: its job id, each phase's time (the last stamp of a phase wins:
     a job script run again under the same restart number stamps again), the spans between stamped phases in
-    seconds (`durations`, keyed by SPANS' names), `queued_s` and `startup_s` (start of the job script to the end
-    of the first step). A requeued restart, which nobody submitted, is queued from the previous restart's end."""
+    seconds (`durations`, keyed by SPANS' names), `queued_s` and `startup_s` (start of the job script, or of the
+    launch for a relaunch inside the allocation, to the end of the first step). A requeued restart, which nobody
+    submitted, is queued from the previous restart's end."""
     stamps: dict[int, dict[str, float]] = {}
     jobs: dict[int, str] = {}
     for rec in records:
@@ -117,7 +118,8 @@ def per_restart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if before is not None:
                 durations[SPANS[phase]] = round(t[phase] - before, 3)
             before = t[phase]
-        startup = t["first_step"] - t["started"] if "first_step" in t and "started" in t else None
+        start = t.get("started", t.get("launched"))  # a relaunch inside the allocation starts at its launch
+        startup = t["first_step"] - start if "first_step" in t and start is not None else None
         out.append({"restart": restart, "job": jobs.get(restart), "phases": {p: t[p] for p in PHASES if p in t},
                     "durations": durations, "queued_s": durations.get("queued"),
                     "startup_s": round(startup, 3) if startup is not None else None})

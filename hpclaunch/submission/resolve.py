@@ -59,6 +59,7 @@ class CliOverrides:
     launcher: str | None = None  # submit SCRIPT.py --launcher (an ad-hoc recipe: hpclaunch/config/adhoc.py)
     script_args: Sequence[str] | None = None  # submit ... -- ARGS: the script's own arguments (replace `args`)
     exclude: Sequence[str] = field(default_factory=tuple)  # submit --exclude NODE[,NODE]: nodes the job must not get
+    spare_nodes: int | None = None  # submit --spare-nodes K: nodes beyond the layout's that replace a dropped one
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -369,13 +370,38 @@ def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
 def _inject(cli: CliOverrides) -> str | None:
     if not cli.inject:
         return None
-    from hpclaunch.config.faults import ENV, PATTERN
+    from hpclaunch.config.faults import ENV, parse_list
 
-    if not PATTERN.match(cli.inject):
-        raise ConfigError(f"{ENV}={cli.inject[:80]!r} is not KIND:RANK:STEP", key=ENV,
-                          hint="KIND is hang, crash, kill or slow; e.g. HPCLAUNCH_INJECT=hang:1:5 "
-                               "(docs/troubleshooting.md), or unset it")
+    try:
+        parse_list(cli.inject)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (in {ENV}={cli.inject[:80]!r})", key=ENV,
+                          hint="give KIND:RANK:STEP[,KIND:RANK:STEP...] with KIND hang, crash, kill, nodefail or slow; "
+                               "e.g. HPCLAUNCH_INJECT=kill:1:20,nodefail:0:40 (docs/troubleshooting.md), or unset it"
+                          ) from None
     return cli.inject
+
+
+def _restarts(recipe: Recipe, profile: Profile) -> dict[str, int]:
+    """restarts.max: the recipe's (--set restarts.max=N) over the profile's over the scheduler's default."""
+    from hpclaunch.schedulers import get_scheduler
+
+    for value in (recipe.restarts.max, profile.restarts.max):
+        if value is not None:
+            return {"max": value}
+    return {"max": get_scheduler(profile.scheduler).restarts_default}
+
+
+def _spare_nodes(cli: CliOverrides, profile: Profile, partition: str, nodes: int) -> int:
+    spares = cli.spare_nodes or 0
+    if spares < 0:
+        raise ConfigError(f"--spare-nodes {spares}: give 0 or more spare nodes", key="--spare-nodes")
+    part = profile.partitions[partition]
+    if spares and nodes + spares > part.max_nodes:
+        raise LimitError(f"--spare-nodes {spares}: {nodes} node(s) + {spares} spare(s) = {nodes + spares}, but "
+                         f"partition {partition!r} of profile {profile.name!r} allows at most {part.max_nodes}",
+                         hint=f"ask for at most {max(part.max_nodes - nodes, 0)} spare node(s)")
+    return spares
 
 
 def _check_script(cli: CliOverrides, recipe: Recipe, folder: Path) -> None:
@@ -514,7 +540,9 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   resources=_resources(cli, recipe, profile, partition, layout),
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,
-                  tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile))
+                  tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile),
+                  restarts=_restarts(recipe, profile),
+                  spare_nodes=_spare_nodes(cli, profile, partition, layout.nodes))
     return validate(JobSpec, values, file="(resolved job spec)")
 
 
@@ -570,7 +598,8 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     layout = cli.layout if cli.layout is not None else saved.layout
     again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,
                     name=cli.name or saved.name, retries=cli.retries or saved.retries,
-                    inject=cli.inject or saved.inject)
+                    inject=cli.inject or saved.inject,
+                    spare_nodes=saved.spare_nodes if cli.spare_nodes is None else cli.spare_nodes)
     # the recorded --set values are in the recipe already (and a hand edit after them stands): only the new
     # ones apply; all are recorded
     spec = resolve_parts(profile, src, again, profile_ref or saved.profile_ref)

@@ -19,8 +19,9 @@ from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, sub
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+# restarts.max=0: these rehearse how a failure ends the job (tests/integration/test_recover.py: the relaunch)
 TINY = ("recipes/gpt2", "--preset", "tiny", "--layout", "2n1g", "--set", "train.log_every=1", "--set",
-        "train.eval_every=0")
+        "train.eval_every=0", "--set", "restarts.max=0")
 
 
 def _record(run_dir: Path, rank: int, restart: int = 0) -> dict:

@@ -85,7 +85,8 @@ def test_one_msrun_per_node_with_the_neutral_node_rank(hpc_home):
     script = rendered.script
     assert spec.recipe.python_env == "mindspore"
     assert "source /opt/hpclaunch-venvs/mindspore/bin/activate" in script
-    assert "srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1" in script
+    assert 'srun --kill-on-bad-exit=1 --nodes=2 --nodelist="$HPCLAUNCH_NODELIST" --ntasks=2 --ntasks-per-node=1' \
+        in script
     for word in ("msrun --worker_num=4 --local_worker_num=2", '"--master_addr=${MASTER_IP}"',
                  '"--master_port=${MASTER_PORT}"', '"--node_rank=${HPCLAUNCH_NODE_RANK:-0}"',
                  '"--log_dir=${HPCLAUNCH_LOG_DIR}/msrun/node${HPCLAUNCH_NODE_RANK:-0}.restart-${HPCLAUNCH_RESTART:-0}"',

@@ -150,8 +150,9 @@ def test_injection_refuses_what_is_not_kind_rank_step(text):
         inject.Fault.parse(text)
 
 
-def test_injection_fires_on_its_rank_after_its_step_in_the_first_run_only(monkeypatch):
+def test_injection_fires_on_its_rank_after_its_step_once_across_restarts(monkeypatch, tmp_path):
     monkeypatch.setenv("HPCLAUNCH_INJECT", "crash:1:3")
+    monkeypatch.setenv("HPCLAUNCH_RUN_DIR", str(tmp_path))
     monkeypatch.setenv("HPCLAUNCH_RESTART", "0")
     other = inject.Injector.from_env(rank=0)
     mine = inject.Injector.from_env(rank=1)
@@ -159,8 +160,9 @@ def test_injection_fires_on_its_rank_after_its_step_in_the_first_run_only(monkey
     mine.after_step(2, 0.0)
     with pytest.raises(inject.InjectedCrashError, match="rank 1 after step 3"):
         mine.after_step(3, 0.0)
-    monkeypatch.setenv("HPCLAUNCH_RETRY", "1")
-    inject.Injector.from_env(rank=1).after_step(3, 0.0)  # a retry runs clean
+    monkeypatch.setenv("HPCLAUNCH_RESTART", "1")
+    inject.Injector.from_env(rank=1).after_step(3, 0.0)  # it fired: the relaunch runs clean
+    assert [json.loads(line)["fault"] for line in RunFiles(tmp_path).injected.read_text().splitlines()] == ["crash:1:3"]
 
 
 def test_injected_straggler_is_five_times_slower(monkeypatch):

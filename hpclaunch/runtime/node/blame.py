@@ -1,10 +1,11 @@
 """After a failed launch: was it the node's fault, and which node? ``python -m hpclaunch.runtime.node.blame``.
 
-The job script asks this when the job may be retried (``submit --retries N``). A failure is node-level
-when the watchdog ended a hang (the hung rank's node), a rank was killed by SIGKILL (the OOM killer:
-its node), or the diagnosis names a node or device fault (node failure, device error, network/IB
-error) on a rank whose node is known from its progress record. Anything else (an exception in the
-script, a bad config) would fail again anywhere: no retry.
+The job script asks this when the job may be relaunched (``restarts.max``) or retried (``submit --retries N``).
+A failure is node-level when a node was lost (its supervisor's record has no end: every process on it died at
+once, while the other nodes' supervisors saw their launch end), the watchdog ended a hang (the hung rank's node),
+a rank was killed by SIGKILL (the OOM killer: its node), or the diagnosis names a node or device fault (node
+failure, device error, network/IB error) on a rank whose node is known from its progress record. Anything else
+(an exception in the script, a bad config) would fail again anywhere: no retry.
 
 A collective timeout (NCCL's watchdog, HCCL EI0002/EI0006) on its own proves no node fault: the ranks
 that report it only waited. It names suspects, though: the ranks that did not report it. A node is
@@ -35,21 +36,48 @@ from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 NODE_LEVEL_RULES = frozenset({"node_fail", "host_oom", "device_fault", "network_fault", "network_interface"})
 
 
+# causes after which the node itself is not used again (a spare takes its place); after the others (a hang, a
+# rank killed) the processes failed while the node answered: a relaunch may use it again
+NODE_GONE = frozenset({"node_lost", *NODE_LEVEL_RULES})
+
+
 @dataclass(frozen=True)
 class Blame:
     nodes: tuple[str, ...]
     reason: str
+    cause: str = ""  # node_lost, hang, killed, or the diagnose rule (NODE_LEVEL_RULES)
+    rank: int | None = None
+
+
+def lost_nodes(run: RunFiles, restart: int) -> list[str]:
+    """The hosts whose node supervisor started this restart and recorded neither its end nor a stop signal, when
+    others did (or the job has one node): they were lost with every process on them. (A supervisor told to stop
+    records that at once: the scheduler may SIGKILL it before it records its end.)"""
+    records = []
+    for path in run.node_records(restart):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    gone = sorted({str(r.get("host")) for r in records
+                   if "ended" not in r and "signalled" not in r and r.get("host")})
+    return gone if gone and (len(gone) < len(records) or len(records) == 1) else []
 
 
 def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blame | None:
     hosts = {rank: str(rec.get("host")) for rank, rec in read_all(run, restart).items() if rec.get("host")}
+    lost = lost_nodes(run, restart)
+    if exit_code != 0 and lost:
+        ranks = sorted(r for r, h in hosts.items() if h in lost)
+        return Blame(tuple(lost), f"node {', '.join(lost)} lost: every process on it ended at once "
+                     "(its supervisor too)", "node_lost", ranks[0] if ranks else None)
     verdict_file = run.watchdog_verdict(restart)
     if exit_code == HUNG_EXIT_CODE and verdict_file.is_file():
         verdict = json.loads(verdict_file.read_text())
         ranks = [int(r) for r in verdict.get("hung", [])]
         nodes = sorted({hosts[r] for r in ranks if r in hosts})
         if nodes:
-            return Blame(tuple(nodes), f"hang: {verdict.get('summary', '')}")
+            return Blame(tuple(nodes), f"hang: {verdict.get('summary', '')}", "hang", ranks[0])
     killed = []
     for path in run.rank_exits(restart):
         try:
@@ -61,7 +89,8 @@ def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blam
     if killed:
         nodes = sorted({h for _, h in killed})
         which = ", ".join(str(r) for r, _ in sorted(killed))
-        return Blame(tuple(nodes), f"rank {which} killed by SIGKILL (the OOM killer?) on {', '.join(nodes)}")
+        return Blame(tuple(nodes), f"rank {which} killed by SIGKILL (the OOM killer?) on {', '.join(nodes)}",
+                     "killed", min(r for r, _ in killed))
     try:
         from hpclaunch.logs.diagnose import diagnose
     except ImportError:  # a job environment without hpclaunch's logs package: no further evidence
@@ -74,7 +103,8 @@ def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blam
     node = d.node or (hosts.get(d.rank) if d.rank is not None else None)
     if not node:
         return None
-    return Blame((node,), f"{d.title} on {node}" + (f" (rank {d.rank})" if d.rank is not None else ""))
+    return Blame((node,), f"{d.title} on {node}" + (f" (rank {d.rank})" if d.rank is not None else ""), d.cause,
+                 d.rank)
 
 
 def _timeout_suspect(title: str, rank: int | None, suspects: list[int], hosts: dict[int, str]) -> Blame | None:

@@ -27,11 +27,13 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.runtime.node.progress import WAITING_PHASES, read_all
 from hpclaunch.runtime.node.sampler import Sampler, interval_from_env
@@ -126,7 +128,7 @@ def verdict(records: dict[int, Record]) -> dict[str, object]:
                       for k, r in sorted(records.items())}}
 
 
-def _tagged(tag: str) -> list[int]:
+def tagged(tag: str) -> list[int]:
     needle = f"{TAG_VAR}={tag}".encode()
     pids = []
     for env in Path("/proc").glob("[0-9]*/environ"):
@@ -139,7 +141,7 @@ def _tagged(tag: str) -> list[int]:
 
 
 def _kill_all(tag: str) -> None:
-    for pid in _tagged(tag):
+    for pid in tagged(tag):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -150,11 +152,37 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def supervise(argv: list[str], *, timeout: float, init_timeout: float, adaptive: bool, min_timeout: float,
-              grace: float, poll: float, watchdog: bool = True) -> int:
+def supervise(argv: list[str], **options: Any) -> int:
+    """Run `argv` under the watchdog (`_supervise`), with this node's record: its host when it started, and
+    when it ended with which code. A node whose record never gets its end was lost with everything on it."""
     run = RunFiles.from_env()
     restart = int(os.environ.get(ENV_RESTART, "0") or 0)
     node = os.environ.get("HPCLAUNCH_NODE_RANK", "0")
+    record: dict[str, object] = {"node": node, "host": socket.gethostname(), "restart": restart,
+                                 "started": round(time.time(), 3)}
+    _write_record(run.node_record(node, restart), record)
+    code = 1
+    try:
+        code = _supervise(argv, run, restart, record, **options)
+    finally:
+        _write_record(run.node_record(node, restart), {**record, "ended": round(time.time(), 3), "code": code})
+    return code
+
+
+def _write_record(path: Path, data: dict[str, object]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a record that cannot be written leaves blame with less evidence, never stops the job
+
+
+def _supervise(argv: list[str], run: RunFiles, restart: int, record: dict[str, object], *, timeout: float,
+               init_timeout: float, adaptive: bool, min_timeout: float, grace: float, poll: float,
+               watchdog: bool = True) -> int:
+    node = str(record["node"])
     tag = f"{os.environ.get('HPCLAUNCH_JOB_ID', 'manual')}.{node}.{os.getpid()}"
     child = subprocess.Popen(argv, env={**os.environ, TAG_VAR: tag})
     stop_at: list[float] = []
@@ -164,11 +192,13 @@ def supervise(argv: list[str], *, timeout: float, init_timeout: float, adaptive:
             child.send_signal(signum)
         if signum in (signal.SIGTERM, signal.SIGINT) and not stop_at:
             stop_at.append(time.time() + grace)
+            # told to stop: this node was alive at the end (the scheduler may SIGKILL it before it records its end)
+            _write_record(run.node_record(node, restart), {**record, "signalled": round(time.time(), 3)})
 
     for sig in _FORWARDED:
         signal.signal(sig, forward)
     watch = Watch(timeout, init_timeout, adaptive, min_timeout)
-    sampler = Sampler(run.usage_samples(node, restart), node, lambda: sorted({child.pid, *_tagged(tag)}),
+    sampler = Sampler(run.usage_samples(node, restart), node, lambda: sorted({child.pid, *tagged(tag)}),
                       interval_from_env())
     while True:
         sampler.poll(time.time())

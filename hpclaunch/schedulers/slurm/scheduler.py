@@ -72,7 +72,7 @@ def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, s
     ours: dict[str, str | None] = {
         "job-name": spec.name,
         "partition": spec.partition,
-        "nodes": str(spec.nodes),
+        "nodes": str(spec.nodes + spec.spare_nodes),  # the launch runs on spec.nodes of them (step.sh.j2)
         "ntasks-per-node": "1",
         "cpus-per-task": str(res.cpus_per_task),
         "time": spec.time,
@@ -181,6 +181,7 @@ def exclude_option(script: Path, also: Sequence[str] = ()) -> list[str]:
 
 class SlurmScheduler(Scheduler):
     name = "slurm"
+    restarts_default = 3
     excludes_suspects = True
 
     def parse_options(self, options: Sequence[str]) -> dict[str, str | None]:
