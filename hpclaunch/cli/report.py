@@ -51,7 +51,8 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     used = _usage(record)
     dev = used["devices"]
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
-    ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""))
+    ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""),
+        spare_nodes=record.spare_nodes)
     text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
                       *([goodput.describe(ledger)] if ledger else []),
                       *(checkpoints.describe(r, human) for r in saved),

@@ -53,10 +53,11 @@ class JobRecord:
     # a continuation (`hpclaunch resume`): {"job": the job it continues, "checkpoint": the checkpoint folder it
     # resumes from (null: from scratch), "step", "restart": its first restart number, "from_scratch"}
     resumes: dict[str, Any] | None = None
+    spare_nodes: int = 0  # nodes asked beyond the layout's (submit --spare-nodes): the goodput ledger counts them
 
 
 _KEYS = {f.name for f in fields(JobRecord)}
-_OPTIONAL = {"preset", "pending", "sweep", "resumes"}
+_OPTIONAL = {"preset", "pending", "sweep", "resumes", "spare_nodes"}
 
 
 class RegistryError(HpclaunchError):
@@ -129,6 +130,7 @@ def parse(path: Path) -> JobRecord:
         raise RegistryError(path, "; ".join(said))
     for key, value in data.items():
         ok = (isinstance(value, bool) if key == "pending" else
+              isinstance(value, int) and not isinstance(value, bool) and value >= 0 if key == "spare_nodes" else
               isinstance(value, dict) or value is None if key in ("sweep", "resumes") else
               isinstance(value, str) or (key == "preset" and value is None))
         if not ok:

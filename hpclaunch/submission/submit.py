@@ -95,4 +95,5 @@ def job_record(spec: JobSpec, job_id: str, scheduler: str, run_dir: Path,
         job_id=job_id, scheduler=scheduler, profile=spec.profile.name, recipe=spec.recipe.name,
         preset=spec.preset, launcher=spec.recipe.launcher, layout=spec.layout, name=spec.name,
         run_dir=str(run_dir), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sweep=sweep, resumes=resumes,
+        spare_nodes=spec.spare_nodes,
     )
