@@ -50,7 +50,8 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     info = summary(m)
     used = _usage(record)
     dev = used["devices"]
-    text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items() if v is not None),
+    text = "\n".join([*(f"{k}: {human(v) if k.endswith('_bytes') else _fmt(v)}" for k, v in info.items()
+                        if v is not None),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
                       f"devices: {usage.describe_devices(dev, human)}",
