@@ -24,8 +24,9 @@ def _age(seconds: float) -> str:
 def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: bool, as_json: bool) -> None:
     """Remove old run directories and their job records; never one of a job still queued or running.
 
-    Give --dry-runs, --older-than or both. A run directory that no job record names is a dry run's; one of
-    recorded jobs goes only when the scheduler says they all ended."""
+    Give --dry-runs, --older-than or both. A run directory that no job record names is a dry run's (or a
+    submit's stopped before it recorded the job); an orphan is one a submit stopped while writing it; both go
+    with --dry-runs. One of recorded jobs goes only when the scheduler says they all ended."""
     from hpclaunch.jobs import clean
 
     if not dry_runs_only and older_than is None:
@@ -37,9 +38,8 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
         raise click.UsageError("with --json, add --yes (remove) or --dry-run (list only)")
     if not as_json:
         for d in found:
-            what = "dry run" if d.dry_run else "job " + ", ".join(d.job_ids)
             verb = f"keep ({d.keep})" if d.keep else ("would remove" if dry_run else "remove")
-            click.echo(f"{verb}: {d.path} ({what}, {_age(d.age_s)} old)")
+            click.echo(f"{verb}: {d.path} ({d.what}, {_age(d.age_s)} old)")
         if not found:
             click.echo("nothing to remove", err=True)
     if going and not dry_run and not yes:
@@ -53,7 +53,8 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
         for d in going:
             clean.remove(d)
     if as_json:
-        echo_json([{"run_dir": str(d.path), "job_ids": list(d.job_ids), "dry_run": d.dry_run, "age_s": round(d.age_s),
+        echo_json([{"run_dir": str(d.path), "job_ids": list(d.job_ids), "dry_run": d.dry_run,
+                    "orphan": d.orphan, "age_s": round(d.age_s),
                     "removed": d.keep is None and not dry_run, "kept": d.keep} for d in found])
 
 

@@ -52,15 +52,16 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     dev = used["devices"]
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
     ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""),
-        spare_nodes=record.spare_nodes)
-    text = "\n".join([*(f"{k}: {_fmt(v)}" for k, v in info.items()),
+                            spare_nodes=record.spare_nodes)
+    text = "\n".join([*(f"{k}: {human(v) if k.endswith('_bytes') else _fmt(v)}" for k, v in info.items()
+                        if v is not None),
                       *([goodput.describe(ledger)] if ledger else []),
                       *(checkpoints.describe(r, human) for r in saved),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
                       f"devices: {usage.describe_devices(dev, human)}",
                       *(f"warning: {w}" for w in [*used["warnings"], *dev.get("warnings", [])]),
-                      *(f"note: {n}" for n in [used.get("note")] if n)])
+                      *(f"note: {n}" for n in [used.get("note"), used.get("advice_note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
         echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved),
@@ -80,7 +81,7 @@ def _usage(record: registry.JobRecord) -> dict:
 
     samples = usage.read_samples(RunFiles(Path(record.run_dir)).usage)
     measured = get_scheduler(record.scheduler).usage(record.job_id)
-    used = usage.summarize(**measured) if measured else None
+    used = usage.with_peak(usage.summarize(**measured), samples) if measured else None
     if used is None:  # no accounting (or the local scheduler): the time from the status, the rest from samples
         used = usage.with_samples(usage.from_status(statuses([record])[record.job_id]), samples)
     used["devices"] = usage.devices(samples)
@@ -112,7 +113,8 @@ def _report_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -
     out = out or Path(record.run_dir) / "report"
     paths = plot_overlay([(values, m) for _, values, m in runs], out, f"sweep {record.job_id} ({record.recipe})")
     infos = [{"job_id": job_id, "values": values, **summary(m)} for job_id, values, m in runs]
-    lines = [f"{i['job_id']}  {i['values']}: " + ", ".join(f"{k} {_fmt(i[k])}" for k in _SWEEP_KEYS if k in i)
+    lines = [f"{i['job_id']}  {i['values']}: " + ", ".join(f"{k} {_fmt(i[k])}" for k in _SWEEP_KEYS
+             if i.get(k) is not None)
              for i in infos]
     (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if as_json:
@@ -197,7 +199,7 @@ def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_
 
 
 def _short(v: object, limit: int = 80) -> str:
-    text = "(absent)" if v is None else str(v).replace("\n", "\\n")
+    text = "(absent)" if v is None else _fmt(v).replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -23,7 +23,15 @@ def schema_cmd(kind: str, out: Path | None) -> None:
     if out is None:
         click.echo(text, nl=False)
         return
-    out.expanduser().write_text(text, encoding="utf-8")
+    target = out.expanduser()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # ~/.config/hpclaunch/ may not exist yet
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(f"cannot write {target}: {exc.strerror}", key="--out",
+                          hint="give a file in a folder you can write") from None
     click.echo(f"wrote the {kind} schema to {out}", err=True)
 
 

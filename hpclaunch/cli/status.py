@@ -53,7 +53,7 @@ def _num(v: object) -> str:
 def _metrics_line(m: dict | None) -> str | None:
     if not m:
         return None
-    return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if k in m)
+    return "  ".join(f"{k} {_num(m[k])}" for k in _METRIC_KEYS if m.get(k) is not None)
 
 
 def _elapsed(s: JobStatus) -> str:

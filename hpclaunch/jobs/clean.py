@@ -1,10 +1,12 @@
 """`hpclaunch clean`: which run directories may go, and removing them with their job records.
 
 A run directory is a folder of a run root (``$HPCLAUNCH_HOME/runs`` and the folder of every recorded job's run
-directory, and every profile's run_root) that you own and that holds a resolved.yaml or a sweep script. One that
-no job record names and that never ran (no logs) is a dry run's. One that records name goes only when the
-scheduler says every job in it has ended (a retry's too); a job still queued, running, being submitted or in a
-state the scheduler cannot tell is kept.
+directory, and every profile's run_root) that you own and that holds a resolved.yaml or a sweep script. One that no
+job record names and that never ran (no logs) is a dry run's (or a submit's killed before it recorded its job). An
+orphan is the `.NAME.partial` folder a submit killed while writing its run directory leaves (the run directory is
+written there, then renamed): it holds no job, and goes with the dry runs' folders. One that records name goes only
+when the scheduler says every job in it has ended (a retry's too); a job still queued, running, being submitted or
+in a state the scheduler cannot tell is kept.
 """
 
 from __future__ import annotations
@@ -42,10 +44,18 @@ class RunDir:
     job_ids: tuple[str, ...]  # empty: a dry run
     age_s: float  # since the folder or one of its direct entries last changed
     keep: str | None = None  # why it stays (a job's state); None: it may go
+    orphan: bool = False  # a `.NAME.partial` folder: a submit (or dry run) stopped while it wrote the run directory
 
     @property
     def dry_run(self) -> bool:
-        return not self.job_ids
+        return not self.job_ids and not self.orphan
+
+    @property
+    def what(self) -> str:
+        if self.orphan:
+            return "orphan: a submit stopped while writing it, no job record"
+        return "dry run, or a submit stopped before it recorded a job" if self.dry_run else (
+            "job " + ", ".join(self.job_ids))
 
 
 def _age(path: Path, now: float) -> float:
@@ -65,6 +75,16 @@ def _is_run_dir(path: Path) -> bool:
     except OSError:
         return False
     return mine and (RunFiles(path).resolved.is_file() or SweepFiles(path).script.is_file())
+
+
+def _is_orphan(path: Path) -> bool:
+    """A run or sweep directory that was never finished: the `.NAME.partial` folder rundir.write_run_dir renames
+    to NAME when it is complete, left by a process killed before that (nothing names it, nothing reads it)."""
+    try:
+        return (path.name.startswith(".") and path.name.endswith(".partial") and path.is_dir()
+                and path.stat().st_uid == os.getuid())
+    except OSError:
+        return False
 
 
 def _ran(path: Path) -> bool:
@@ -102,7 +122,8 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
     scratch = scratch_root()
     roots = {hpclaunch_home() / "runs", *_profile_run_roots(), *([scratch / "runs"] if scratch else [])}
     roots |= {Path(r.run_dir).parent for r in records if "index" not in (r.sweep or {})}
-    folders = sorted({d.resolve() for root in roots if root.is_dir() for d in root.iterdir() if _is_run_dir(d)})
+    entries = [d for root in roots if root.is_dir() for d in root.iterdir()]
+    folders = sorted({d.resolve() for d in entries if _is_run_dir(d) or _is_orphan(d)})
     owners = {f: [r for r in records if _inside(Path(r.run_dir).resolve(), f)] for f in folders}
     found = []
     for folder in folders:
@@ -115,7 +136,7 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
             continue
         if not mine and age < SETTLING_S:
             continue
-        found.append(RunDir(folder, tuple(r.job_id for r in mine), age))
+        found.append(RunDir(folder, tuple(r.job_id for r in mine), age, orphan=_is_orphan(folder)))
     asked = [r for d in found for r in owners[d.path]]
     states = statuses(asked) if asked else {}
     out = []
@@ -129,7 +150,7 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
                 job_id, state = live[0] if live else (r.job_id, "UNKNOWN")
                 keep = f"job {job_id} is {state}"
                 break
-        out.append(RunDir(d.path, d.job_ids, d.age_s, keep))
+        out.append(RunDir(d.path, d.job_ids, d.age_s, keep, d.orphan))
     return sorted(out, key=lambda d: -d.age_s)
 
 

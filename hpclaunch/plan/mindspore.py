@@ -2,8 +2,9 @@
 import: the plan runs on a login node without it). The model is the script's own (build_model in
 recipes/gpt_mindspore/train.py): per block two LayerNorms, a fused QKV projection (grouped-query when
 `group_query_attention`), the output projection and a GELU MLP, all with biases; token and position
-embeddings, a final LayerNorm and an untied LM head without bias. Its attention is computed explicitly
-(scores, mask, softmax), so the s x s score tensors are kept for backward.
+embeddings, a final LayerNorm and an LM head without bias (untied unless `untie_embeddings_and_output_weights` is
+false: then the token embedding is the head). Its attention is computed explicitly (scores, mask, softmax), so
+the s x s score tensors are kept for backward.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def gpt_facts(config: dict[str, Any], seq_len: int, *, source: str) -> ModelFact
     qkv = (heads + 2 * groups) * hd
     block = 2 * 2 * h + (h * qkv + qkv) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h)
     embeddings = vocab * h + positions * h
-    params = layers * block + embeddings + 2 * h + h * vocab
+    untie = config.get("untie_embeddings_and_output_weights", True)
+    params = layers * block + embeddings + 2 * h + (h * vocab if untie is not False else 0)
     return ModelFacts(params=params, layers=layers, hidden=h, heads=heads, kv_heads=groups, intermediate=ffn,
                       vocab=vocab, largest_block=max(block, vocab * h), model_type=MODEL_TYPE,
                       attention_scores=True)

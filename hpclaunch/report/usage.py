@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from hpclaunch.schedulers.base import JobStatus
 
 LOW = 0.5  # below this share of what was asked: a warning
+MIN_ADVICE_S = 120  # a job shorter than this is mostly start-up: its CPU and memory use say nothing about the next
+MIN_SAMPLES = 3  # fewer samples of a node than this are too few to advise on CPUs from
 
 def from_status(s: JobStatus) -> dict[str, Any]:
     """Elapsed vs limit only, from the scheduler's status (no accounting, or the local scheduler)."""
@@ -32,15 +34,19 @@ def _share(used: float | None, asked: float | None) -> float | None:
 
 def summarize(*, state: str, source: str, elapsed_s: float | None, limit_s: float | None,
               cpu_s: float | None = None, cpus: int | None = None, nodes: int | None = None,
-              max_rss_bytes: int | None = None, req_mem_per_node_bytes: int | None = None) -> dict[str, Any]:
-    """The usage record of `report --json` (key `usage`), warnings included."""
+              max_rss_bytes: int | None = None, req_mem_per_node_bytes: int | None = None,
+              samples: int | None = None) -> dict[str, Any]:
+    """The usage record of `report --json` (key `usage`), warnings included; `samples`: the fewest samples of any
+    node, where the CPU and memory figures come from the job's own samples."""
     out: dict[str, Any] = {
-        "source": source, "state": state, "elapsed_s": elapsed_s, "time_limit_s": limit_s,
+        "source": source, "state": state, "elapsed_s": elapsed_s, "time_limit_s": limit_s, "samples": samples,
         "time_used": _share(elapsed_s, limit_s), "cpu_s": cpu_s, "cpus": cpus, "nodes": nodes,
         "cpu_efficiency": _share(cpu_s, elapsed_s * cpus if elapsed_s and cpus else None),
         "max_rss_bytes": max_rss_bytes, "req_mem_per_node_bytes": req_mem_per_node_bytes,
         "memory_used": _share(max_rss_bytes, req_mem_per_node_bytes)}
     out["warnings"] = warnings(out)
+    if _no_advice(out):
+        out["advice_note"] = _no_advice(out)
     if source == "local":
         out["note"] = "the local scheduler keeps no CPU or memory accounting; only the time is known"
     elif source != "sacct":
@@ -48,14 +54,33 @@ def summarize(*, state: str, source: str, elapsed_s: float | None, limit_s: floa
     return out
 
 
+def _no_advice(u: dict[str, Any]) -> str | None:
+    """Why the CPU and memory figures give no advice: a job that stopped before its end, or ran too short (or was
+    sampled too seldom) for them to say what the next run needs; None when they may advise."""
+    if u["state"] != "COMPLETED":
+        return None if u["state"] in _UNFINISHED else f"no advice on CPUs or memory: the job ended {u['state']}"
+    if u["elapsed_s"] is not None and u["elapsed_s"] < MIN_ADVICE_S:
+        return (f"no advice on CPUs or memory: the job ran {_clock(u['elapsed_s'])}, mostly start-up "
+                f"(under {_clock(MIN_ADVICE_S)})")
+    if u.get("samples") is not None and u["samples"] < MIN_SAMPLES:
+        return f"no advice on CPUs or memory: {u['samples']} sample(s) of a node are too few to judge"
+    return None
+
+
+_UNFINISHED = ("RUNNING", "PENDING", "COMPLETING", "SUSPENDED", "SUBMITTING", "UNKNOWN", "")
+
+
 def warnings(u: dict[str, Any]) -> list[str]:
-    """What a finished job used less than half of, in words, with what to ask for next time."""
-    if u["state"] in ("RUNNING", "PENDING", "COMPLETING", "SUSPENDED", "SUBMITTING", "UNKNOWN", ""):
+    """What a job that completed used less than half of, in words, with what to ask for next time (a job that
+    stopped early ran short for another reason: no advice from it)."""
+    if u["state"] != "COMPLETED":
         return []
     out = []
     if u["time_used"] is not None and u["time_used"] < LOW:
         out.append(f"the job ran {u['time_used']:.0%} of the time it asked for ({_clock(u['elapsed_s'])} of "
                    f"{_clock(u['time_limit_s'])}): a shorter --time starts sooner in a busy queue")
+    if _no_advice(u):
+        return out
     if u["cpu_efficiency"] is not None and u["cpu_efficiency"] < LOW:
         cpus = "its CPU" if u["cpus"] == 1 else f"its {u['cpus']} CPUs"
         out.append(f"the job kept {cpus} {u['cpu_efficiency']:.0%} busy: ask for fewer CPUs per "
@@ -99,6 +124,13 @@ def _nums(recs: list[dict[str, Any]], key: str) -> list[float]:
     return [float(r[key]) for r in recs if isinstance(r.get(key), (int, float))]
 
 
+def _peak(files: list[list[dict[str, Any]]]) -> int | None:
+    """The largest memory of any node: its processes' high-water marks (peak_rss_bytes), or, in samples from
+    before those, the largest resident memory a sample saw."""
+    peaks = [max(_nums(recs, "peak_rss_bytes") or _nums(recs, "rss_bytes"), default=0.0) for recs in files]
+    return int(max(peaks)) if peaks and max(peaks) > 0 else None
+
+
 def with_samples(u: dict[str, Any], files: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """`u` (elapsed vs limit from the status) with the CPU time, CPUs and peak memory of the job's samples."""
     if not files:
@@ -109,12 +141,29 @@ def with_samples(u: dict[str, Any], files: list[list[dict[str, Any]]]) -> dict[s
         for r in recs:
             if isinstance(r.get("cpus"), int):
                 cpus_by_node[str(r.get("node"))] = max(r["cpus"], cpus_by_node.get(str(r.get("node")), 0))
-    peak = max((v for recs in files for v in _nums(recs, "rss_bytes")), default=None)
+    hwm = any(_nums(recs, "peak_rss_bytes") for recs in files)
     out = summarize(state=u["state"], source="samples", elapsed_s=u["elapsed_s"], limit_s=u["time_limit_s"],
                     cpu_s=round(cpu_s, 2), cpus=sum(cpus_by_node.values()) or None, nodes=len(cpus_by_node) or None,
-                    max_rss_bytes=int(peak) if peak is not None else None)
-    out["note"] = ("CPU time and peak memory from the job's own samples (every "
-                   "HPCLAUNCH_SAMPLE_INTERVAL s, 30 by default): a memory peak between two samples is not seen")
+                    max_rss_bytes=_peak(files), samples=min(len(recs) for recs in files))
+    out["note"] = ("CPU time from the job's own samples (every HPCLAUNCH_SAMPLE_INTERVAL s, 30 by default); peak "
+                   + ("memory: the high-water mark of the job's processes (VmHWM)" if hwm else
+                      "memory from the same samples: a peak between two of them is not seen"))
+    return out
+
+
+def with_peak(u: dict[str, Any], files: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Accounting's usage (`u`, from sacct) with the peak memory of the job's processes where accounting saw less:
+    sacct's MaxRSS is sampled (JobAcctGatherFrequency, 30 s by default), so a short job's peak falls between
+    its samples."""
+    hwm = [recs for recs in files if _nums(recs, "peak_rss_bytes")]
+    peak = _peak(hwm) if hwm else None
+    if peak is None or (u["max_rss_bytes"] is not None and u["max_rss_bytes"] >= peak):
+        return u
+    keys = ("state", "source", "elapsed_s", "cpu_s", "cpus", "nodes", "req_mem_per_node_bytes", "samples")
+    out = summarize(limit_s=u["time_limit_s"], max_rss_bytes=peak, **{k: u[k] for k in keys})
+    out["note"] = (f"peak memory: the high-water mark of the job's processes (VmHWM); {u['source']}'s MaxRSS, "
+                   f"sampled, {'had none' if u['max_rss_bytes'] is None else 'was lower'}")
+    out["accounting_max_rss_bytes"] = u["max_rss_bytes"]
     return out
 
 

@@ -1,4 +1,5 @@
 """From a recipe and a profile to a queued job: resolve (the one place layers merge), preflight, render
-(Jinja, StrictUndefined), the run directory, submission = dry-run + schedule, sweeps, provenance at submit.
+(Jinja, StrictUndefined), the run directory, submission = dry-run + schedule, sweeps, provenance at submit,
+and what recipes/gpt_mindspore's script honours (mindspore.py: the keys it would ignore are refused).
 
 May import: plan, assets, schedulers, launchers, config, state, core, errors. Never runtime."""

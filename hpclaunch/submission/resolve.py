@@ -29,6 +29,7 @@ from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NoPlan, NotFoundError
+from hpclaunch.submission import mindspore
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -107,6 +108,17 @@ def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
+def _not_settable(item: str, path: list[str], value: Any) -> None:
+    """parallel.implemented says what the recipe's script does: a fact of the recipe file, not a setting (setting
+    it would switch off the refusal of a parallelism the script does not implement)."""
+    if path[:2] == ["parallel", "implemented"] or (
+            path == ["parallel"] and isinstance(value, Mapping) and "implemented" in value):
+        raise ConfigError(f"--set {item}: parallel.implemented says what the recipe's script implements and cannot "
+                          "be set on the command line", key="parallel.implemented",
+                          hint="leave it out; a script that implements more parallelism lists it in its own "
+                               "recipe.yaml (parallel.implemented), or in a preset there")
+
+
 def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
     """Recipe + preset + --set -> a validated Recipe; errors name the layer a bad value came from."""
     return _merge_recipe(src, preset, sets)
@@ -143,6 +155,7 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
     set_items: dict[tuple[str, ...], str] = {}
     for item in sets:
         path, value = parse_set(item)
+        _not_settable(item, path, value)
         set_data = deep_merge(set_data, _nested(path, value))
         set_items[tuple(path)] = item
     merged = deep_merge(deep_merge(data, preset_data), set_data)
@@ -525,6 +538,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
     time = _time(cli, recipe, profile, partition)
     dp, accum, global_batch = _batch(recipe, layout.world_size)
     _check_model_config(recipe)
+    mindspore.check(recipe, profile.accelerator, lambda key: _recipe_origin(cli, recipe, key))
     try:
         profile.python_env_for(recipe.python_env)
     except ValueError as exc:

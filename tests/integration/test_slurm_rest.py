@@ -121,9 +121,11 @@ def test_gpt2_on_two_nodes_completes_with_the_losses_of_dev_slurm(home, no_slurm
 @pytest.mark.slow
 def test_report_has_the_usage_from_slurmdbd(home, no_slurm_path, gpt2_rest):
     job, _ = gpt2_rest
-    for _ in range(30):  # slurmdbd records the steps' MaxRSS a moment after the job ends
+    for _ in range(30):  # slurmdbd records the steps (their TotalCPU) a moment after the job ends
         used = json.loads(ok(run(home, "report", job, "--json", path=no_slurm_path)).stdout)["usage"]
-        if used.get("max_rss_bytes") is not None:
+        # the peak memory is there at once (the ranks' high-water marks, over sacct's sampled MaxRSS): wait for
+        # the accounting's own figures
+        if used.get("cpu_s"):
             break
         time.sleep(1)
     sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw,AllocCPUS",

@@ -33,11 +33,13 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
     job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
     assert job, proc.stdout[:1500] + "\n...\n" + proc.stdout[-500:]
 
-    for _ in range(30):  # slurmdbd records the steps' MaxRSS a moment after the job ends
+    for _ in range(30):  # slurmdbd records the steps (their TotalCPU) a moment after the job ends
         report = _cli(home, "report", job.group(1), "--json")
         assert report.returncode == 0, report.stderr
         used = json.loads(report.stdout)["usage"]
-        if used.get("max_rss_bytes") is not None:
+        # the peak memory is there at once (the ranks' high-water marks, over sacct's sampled MaxRSS): wait for
+        # the accounting's own figures
+        if used.get("cpu_s"):
             break
         time.sleep(1)
     sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw",

@@ -137,3 +137,34 @@ def test_a_profile_run_root_is_cleaned_too(hpclaunch, tmp_path):
     age(run, 2)
     assert hpclaunch("clean", "--dry-runs", "--yes").exit_code == 0
     assert not run.exists()
+
+
+def test_a_submit_killed_while_writing_its_run_directory_leaves_an_orphan_that_clean_names(hpclaunch, hpc_home):
+    """write_run_dir writes `.NAME.partial` and renames it when complete: a submit killed before the rename leaves
+    that folder, with whatever it had written (here: a real run directory's files without logs/ and metrics/, and
+    one killed right after its mkdir); one killed after the rename but before it recorded its job leaves a
+    complete folder that no record names. `clean --dry-runs` names and removes all three."""
+    written = dry_run(hpclaunch)
+    partial = written.with_name(f".{written.name}.partial")
+    written.rename(partial)
+    (partial / "logs").rmdir()
+    (partial / "metrics").rmdir()
+    empty = hpc_home / "runs" / ".20261125-040000-allreduce-abcdef.partial"
+    empty.mkdir()
+    unrecorded = dry_run(hpclaunch)
+    for folder in (partial, empty, unrecorded):
+        age(folder, 1)
+    listed = hpclaunch("clean", "--dry-runs", "--dry-run")
+    assert listed.exit_code == 0, listed.output
+    orphan = "orphan: a submit stopped while writing it, no job record"
+    assert f"would remove: {partial} ({orphan}, 1d old)" in listed.stdout
+    assert f"would remove: {empty} ({orphan}, 1d old)" in listed.stdout
+    assert f"would remove: {unrecorded} (dry run, or a submit stopped before it recorded a job, 1d old)" in (
+        listed.stdout)
+    as_json = json.loads(hpclaunch("clean", "--dry-runs", "--dry-run", "--json").stdout)
+    assert sorted(d["run_dir"] for d in as_json if d["orphan"]) == sorted([str(partial), str(empty)])
+    fresh = hpc_home / "runs" / ".20261125-050000-allreduce-123456.partial"
+    fresh.mkdir()  # may be a submit writing it right now
+    removed = hpclaunch("clean", "--dry-runs", "--yes")
+    assert removed.exit_code == 0, removed.output
+    assert not partial.exists() and not empty.exists() and not unrecorded.exists() and fresh.exists()

@@ -8,6 +8,7 @@ Golden scripts: tests/fixtures/golden/msrun-*.sbatch are re-rendered by tests/un
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,43 @@ def test_parallel_config_is_refused_before_queueing(hpclaunch, hpc_home, args, e
     assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
 
 
+@pytest.mark.parametrize("item", ["parallel.implemented=[data,model,pipeline]",
+                                  "parallel={implemented: [data, model], model_parallel: 2}"])
+def test_parallel_implemented_cannot_be_set_on_the_command_line(hpclaunch, hpc_home, item):
+    """It says what the script does; setting it would switch the refusal of model/pipeline parallelism off."""
+    err = _submit_error(hpclaunch, "--profile", "ascend-910", "--preset", "70b", "--layout", "8n8g", "--set", item)
+    assert f"parallel.implemented: --set {item}: parallel.implemented says what the recipe's script implements" in err
+    assert "hint: leave it out" in err
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("train.compile=true", "train.compile: true (--set train.compile=true): recipe gpt_mindspore's script runs in "
+                           "MindSpore's PyNative mode"),
+    ("model.config.position_embedding_type=rope", "model.config.position_embedding_type: 'rope'"),
+    ("parallel.vocab_emb_dp=false", "parallel.vocab_emb_dp: false (--set parallel.vocab_emb_dp=false)"),
+    ("train.precision=bf16", "train.precision: 'bf16' (--set train.precision=bf16): recipe gpt_mindspore's script "
+                             "runs on MindSpore's CPU backend"),
+    ("model.config.compute_dtype=bfloat16", "model.config.compute_dtype: 'bfloat16'"),
+    ("model.config.params_dtype=float16", "keeps float32 parameters"),
+    ("model.config.untie_embeddings_and_output_weights=2", "reads true or false"),
+])
+def test_a_key_the_script_would_ignore_is_refused(hpclaunch, hpc_home, item, expected):
+    err = _submit_error(hpclaunch, "--profile", "local", "--preset", "tiny", "--set", item)
+    assert expected in err and "hint: set " in err
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+
+
+def test_the_keys_the_script_reads_resolve(hpc_home):
+    """grad_accum and global_batch_size (the job's, which the script reads), eval/save intervals, tied embeddings,
+    and bf16 where the devices have it."""
+    sets = ("train.global_batch_size=32", "train.eval_every=4", "train.save_every=8",
+            "model.config.untie_embeddings_and_output_weights=false")
+    spec = resolve(RECIPE, "local", CliOverrides(preset="tiny", sets=sets))
+    assert (spec.grad_accum, spec.global_batch_size, spec.data_parallel) == (2, 32, 2)
+    spec = resolve(RECIPE, "ascend-910", CliOverrides(layout="1n8g", sets=("train.precision=bf16",)))
+    assert spec.recipe.train.precision == "bf16"
+
+
 def test_a_parallelism_the_script_lacks_is_refused_before_queueing(hpclaunch, hpc_home):
     """The 70b preset's layout adds up, but the bundled script trains data parallel only: refused up front
     rather than queueing 8 nodes to stop inside the job."""
@@ -65,9 +103,19 @@ def test_a_parallelism_the_script_lacks_is_refused_before_queueing(hpclaunch, hp
     assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
 
 
-def test_good_parallel_configs_resolve(hpc_home):
-    declared = ("parallel.implemented=[data,model,pipeline]",)  # a script that implements them (MindFormers')
-    spec = resolve(RECIPE, "ascend-910", CliOverrides(preset="70b", layout="8n8g", sets=declared))
+def _declaring_recipe(tmp_path: Path) -> str:
+    """A copy of the recipe whose recipe.yaml says its script implements model and pipeline parallelism (as
+    MindFormers' does): parallel.implemented is a fact of the recipe file."""
+    folder = tmp_path / "gpt_mindspore"
+    shutil.copytree(RECIPE, folder)
+    text = (folder / "recipe.yaml").read_text()
+    text = text.replace("\nparallel:\n", "\nparallel:\n  implemented: [data, model, pipeline]\n")
+    (folder / "recipe.yaml").write_text(text)
+    return str(folder)
+
+
+def test_good_parallel_configs_resolve(hpc_home, tmp_path):
+    spec = resolve(_declaring_recipe(tmp_path), "ascend-910", CliOverrides(preset="70b", layout="8n8g"))
     assert (spec.data_parallel, spec.world_size) == (2, 64)
     spec = resolve(RECIPE, "ascend-910", CliOverrides(layout="2n8g"))
     assert spec.preset == "7b" and spec.data_parallel == 16

@@ -36,6 +36,13 @@ def test_the_7b_and_13b_shapes_are_planned_and_do_not_fit_plain_data_parallel(hp
     assert p13["params"] == _gpt_params(40, 5120, 13824) and p13["fits"] is False
 
 
+def test_tied_embeddings_drop_the_head(hpclaunch, hpc_home):
+    """untie_embeddings_and_output_weights: false makes the token embedding the LM head (the script's build_model)."""
+    tied = _plan(hpclaunch, "--preset", "tiny", "--set", "model.config.untie_embeddings_and_output_weights=false")
+    assert tied["params"] == _gpt_params(2, 64, 256, positions=64) - 64 * 256
+    assert _plan(hpclaunch, "--preset", "tiny")["params"] == _gpt_params(2, 64, 256, positions=64)
+
+
 def test_the_explicit_attention_scores_are_counted(hpclaunch, hpc_home):
     short = _plan(hpclaunch, "--preset", "tiny")
     longer = _plan(hpclaunch, "--preset", "tiny", "--set", "train.seq_len=128", "--set",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -82,6 +83,17 @@ def test_report_writes_pngs_whose_data_match_the_file(home: Path) -> None:
     assert (
         "last_loss: 2.4" in text and "wrote " in text and (home / "run" / "report" / "summary.txt").is_file()
     )
+    # words a person reads: sizes in units, no raw floats, no None (a CPU run has no MFU)
+    assert "peak_mem_bytes: 1.0 GiB" in text and "mean_tokens_per_s: 1002\n" in text
+    assert "None" not in text and not any(len(n) > 8 for n in re.findall(r"\d+\.\d+", text)), text
+
+
+def test_status_and_report_leave_out_what_a_run_did_not_measure(home: Path) -> None:
+    write_metrics(home / "run", [4.0, 3.0], extra=json.dumps({"step": 3, "loss": 0.1 + 0.2, "mfu": None}) + "\n")
+    _record("local-1", home / "run")
+    for command in (["report", "local-1"], ["status", "local-1"]):
+        text = CliRunner().invoke(cli, command, catch_exceptions=False).output
+        assert "mfu" not in text and "None" not in text and "0.30000000000000004" not in text, text
 
 
 def test_compare_identical_runs_is_zero_and_different_runs_are_not(home: Path) -> None:

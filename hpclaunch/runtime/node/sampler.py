@@ -2,13 +2,15 @@
 `HPCLAUNCH_SAMPLE_INTERVAL` seconds (30 by default) and once when the launch ends. One JSON line per sample
 in RUN_DIR/usage/node-<N>.restart-<R>.jsonl:
 
-    {"time", "node", "host", "cpus", "cpu_s", "rss_bytes", "devices": [{"index", "utilization", "memory_used_bytes",
-     "memory_total_bytes"}] or null, "tool"}
+    {"time", "node", "host", "cpus", "cpu_s", "rss_bytes", "peak_rss_bytes", "devices": [{"index", "utilization",
+     "memory_used_bytes", "memory_total_bytes"}] or null, "tool"}
 
 `cpu_s` is the CPU time (user + system, /proc/PID/stat) of the job's processes on the node so far (each
 process counted at the most it was seen with, so ranks that ended still count; the last sample, when the
-launch has exited, takes the children's rusage, which has it all), `rss_bytes` their resident memory now
-(a peak between two samples is not seen), `cpus` the CPUs the node's task may run on. Devices come from the
+launch has exited, takes the children's rusage, which has it all), `rss_bytes` their resident memory now,
+`peak_rss_bytes` the sum of each process's high-water mark so far (VmHWM, read at every sample and every
+PEAK_INTERVAL s between them, and at the end at least the largest rank's peak from the children's rusage: a
+short job's peak is seen), `cpus` the CPUs the node's task may run on. Devices come from the
 first vendor tool on PATH (DEVICE_TOOLS), in this order:
 
     nvidia-smi    --query-gpu=index,utilization.gpu,memory.used,memory.total (CSV)  GPU utilisation, memory
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_INTERVAL = 30.0
+PEAK_INTERVAL = 2.0  # seconds between readings of the processes' high-water marks
 INTERVAL_VAR = "HPCLAUNCH_SAMPLE_INTERVAL"
 NVIDIA_QUERY = ["--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -172,6 +175,17 @@ def _proc(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS, pages * _PAGE
 
 
+def _high_water(pid: int) -> int | None:
+    """A process's peak resident memory so far (VmHWM of /proc/PID/status), in bytes; None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def interval_from_env() -> float:
     try:
         return float(os.environ.get(INTERVAL_VAR, "") or DEFAULT_INTERVAL)
@@ -183,12 +197,25 @@ class Sampler:
     def __init__(self, path: Path, node: str, pids: Callable[[], list[int]], interval: float) -> None:
         self.path, self.node, self.pids, self.interval = path, node, pids, interval
         self.cpu_by_pid: dict[int, float] = {}
+        self.hwm_by_pid: dict[int, int] = {}
         self.next_at = time.time()  # the first sample at once: a short job still gets one
+        self.peaks_at = 0.0
         self.cpus = len(os.sched_getaffinity(0))
 
     def poll(self, now: float) -> None:
         if now >= self.next_at:
             self.sample(now)
+        elif now >= self.peaks_at:
+            self.track_peaks(now)
+
+    def track_peaks(self, now: float) -> None:
+        """Each process's high-water mark, read every PEAK_INTERVAL s between samples: a rank that lives
+        between two samples still counts with its peak."""
+        self.peaks_at = now + PEAK_INTERVAL
+        for pid in self.pids():
+            hwm = _high_water(pid)
+            if hwm is not None:
+                self.hwm_by_pid[pid] = max(hwm, self.hwm_by_pid.get(pid, 0))
 
     def sample(self, now: float | None = None, *, ended: bool = False) -> dict[str, Any]:
         """One record, appended to the file. `ended`: the launch has exited, and the CPU time of every process
@@ -202,14 +229,17 @@ class Sampler:
                 continue
             cpu, resident = found
             self.cpu_by_pid[pid] = max(cpu, self.cpu_by_pid.get(pid, 0.0))
+            self.hwm_by_pid[pid] = max(_high_water(pid) or resident, self.hwm_by_pid.get(pid, 0))
             rss += resident
-        cpu_s = sum(self.cpu_by_pid.values())
+        cpu_s, peak = sum(self.cpu_by_pid.values()), sum(self.hwm_by_pid.values())
         if ended:
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu_s = max(cpu_s, children.ru_utime + children.ru_stime)
+            peak = max(peak, children.ru_maxrss * 1024)  # the largest waited-for descendant's peak (kB)
         tool, devices = device_sample()
         rec = {"time": round(now, 3), "node": self.node, "host": socket.gethostname(), "cpus": self.cpus,
-               "cpu_s": round(cpu_s, 2), "rss_bytes": rss, "tool": tool, "devices": devices}
+               "cpu_s": round(cpu_s, 2), "rss_bytes": rss, "peak_rss_bytes": peak, "tool": tool,
+               "devices": devices}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
