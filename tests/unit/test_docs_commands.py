@@ -58,11 +58,24 @@ def code_lines(text: str) -> Iterator[tuple[int, str]]:
         blank = not line.strip()
 
 
+def joined_lines(text: str) -> Iterator[tuple[int, str]]:
+    """code_lines, with a line ending in a backslash joined to the next (as the shell reads it)."""
+    held: tuple[int, str] | None = None
+    for n, line in code_lines(text):
+        if held is not None:
+            n, line = held[0], held[1] + " " + line.strip()
+        if line.rstrip().endswith("\\"):
+            held = (n, line.rstrip()[:-1].rstrip())
+            continue
+        held = None
+        yield n, line
+
+
 def doc_commands() -> list[tuple[str, str]]:
     """(file:line, command) for each `hpclaunch ...` command shown; `a ; b` on one line are two."""
     out = []
     for doc in DOCS:
-        for n, line in code_lines(doc.read_text(encoding="utf-8")):
+        for n, line in joined_lines(doc.read_text(encoding="utf-8")):
             text = re.sub(r"^\$ ", "", line.strip())
             if not text.startswith("hpclaunch "):
                 continue
