@@ -165,6 +165,17 @@ class WatchdogSpec(StrictModel, frozen=True, kw_only=True):
     ] = None
 
 
+class HealthSpec(StrictModel, frozen=True, kw_only=True):
+    """Node health before step 0 for this job; unset keys take the profile's health settings."""
+
+    enabled: Annotated[bool | None, Meta(description="check every node before the launch (default: the profile's)")
+                       ] = None
+    min_free_gib: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
+        description="GiB that must be free on the run directory's filesystem and node-local scratch")] = None
+    min_allreduce_gbps: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
+        description="the least all-reduce bus bandwidth across nodes, GB/s (0: measured only)")] = None
+
+
 class ResourcesSpec(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
 
@@ -222,6 +233,9 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
     msrun: Annotated[MsrunSpec | None, Meta(description="msrun settings (launcher: msrun)")] = None
     watchdog: Annotated[WatchdogSpec, Meta(description="the hang watchdog, over the profile's settings")] = (
         WatchdogSpec()
+    )
+    health: Annotated[HealthSpec, Meta(description="node health before step 0, over the profile's settings")] = (
+        HealthSpec()
     )
     tracking: Annotated[TrackingSpec, Meta(description="experiment trackers (W&B), over the profile's")] = (
         TrackingSpec()

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from hpclaunch.config.profile import Profile, PythonEnv
 
 HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imported: render stays light)
+HEALTH_EXIT_CODE = 75  # hpclaunch.runtime.node.health.HEALTH_EXIT_CODE (not imported: render stays light)
+STRAGGLER_WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"  # hpclaunch.runtime.node.progress.WINDOW_ENV
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
@@ -176,12 +178,15 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         # OMP_NUM_THREADS; the recipe's own env.OMP_NUM_THREADS wins
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
                 **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env,
-                "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank), **spec.recipe.env},
+                "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank),
+                STRAGGLER_WINDOW_ENV: str(spec.profile.stragglers.window), **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)
         "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(
             f"${{{runfiles.ENV_RESTART}}}")),
         "hung_exit_code": HUNG_EXIT_CODE,
+        "health_exit_code": HEALTH_EXIT_CODE,
+        "health_command": _health_command(spec),
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }
@@ -193,6 +198,18 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
     files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
     return Rendered(script=script, files=files_out)
+
+
+def _health_command(spec: JobSpec) -> str:
+    """Each node's health check before step 0 (hpclaunch/runtime/node/health.py), as one shell command; the
+    scheduler's part adds --expect-devices where it asks for devices."""
+    h = spec.health
+    words = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health", "check",
+             "--min-free-gib", f"{h.min_free_gib:g}", "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}",
+             "--allreduce-mib", str(h.allreduce_mib), "--timeout", f"{h.timeout:g}"]
+    words += [] if h.allreduce else ["--no-allreduce"]
+    words += ["--scratch", shell_path(h.scratch)] if h.scratch else []
+    return " ".join(quote(w) for w in words)
 
 
 _MARK = "@JOB@"

@@ -6,7 +6,8 @@ scheduler. Rank RANK, after finishing optimizer step STEP, then
     hang   sleeps forever (in the data phase), as a rank stuck in I/O or a dead device would
     crash  raises an exception (the rank exits 1 with a traceback)
     kill   sends itself SIGKILL (exit -9, as the OOM killer does)
-    slow   becomes a straggler: every later step takes 5x as long
+    slow   becomes a straggler: every later step takes 5x as long (the extra time outside the collectives, in
+           the data phase, as a rank reading from a slow disk: the others wait for it in theirs)
 
 It fires in the first run of a job only (restart 0, not in a retry), so a resumed job can succeed.
 Standard library only; see docs/troubleshooting.md.
@@ -46,6 +47,9 @@ class Injector:
         if f is None or step < f.step:
             return
         if f.kind == "slow":
+            from hpclaunch.runtime.node import progress
+
+            progress.enter("data", step)
             time.sleep(max(seconds, 0.0) * (SLOW_FACTOR - 1))
             return
         if step != f.step:
