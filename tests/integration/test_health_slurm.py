@@ -1,0 +1,86 @@
+"""Node health before step 0 and stragglers on the real dev Slurm cluster: a 2-node run whose nodes pass (the
+result in the run directory and the timeline) and whose rank 1 is made a straggler (HPCLAUNCH_INJECT=slow:1:3,
+named with its node by status and report); a threshold no node meets ends the job before step 0, naming the
+nodes and the check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+
+pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+TINY = ("recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "2n1g",
+        "--set", "train.log_every=1", "--set", "train.eval_every=0", "--set", "train.save_every=0")
+
+
+def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
+    return json.loads(hpclaunch(env, "status", job, "--json").stdout)
+
+
+def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # noqa: F811
+    sub = submit({**env, "HPCLAUNCH_INJECT": "slow:1:3"}, *TINY, "--set", "train.max_steps=20")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    named = ""
+    deadline = time.time() + 600
+    while time.time() < deadline and "straggler: rank 1 on node2" not in named:
+        named = hpclaunch(env, "status", job).stdout
+        time.sleep(2)
+    assert "straggler: rank 1 on node2: " in named, named
+    seen = wait_state(env, job, ENDED, timeout=600)
+    assert seen[-1] == "COMPLETED", seen
+
+    verdict = json.loads((run_dir / "health" / "restart-0.json").read_text())
+    assert verdict["ok"] is True and verdict["failed"] == []
+    assert [n["host"] for n in verdict["nodes"]] == ["node1", "node2"]
+    for node in verdict["nodes"]:
+        checks = {c["name"]: c for c in node["checks"]}
+        assert checks["devices"]["ok"] is True and len(checks["devices"]["allocated"]) == 1  # --gres=gpu:1
+        assert checks["free_space"]["ok"] is True and checks["free_space"]["free_gib"]["run root"] > 0
+        assert checks["allreduce"]["ok"] is True and checks["allreduce"]["backend"] == "gloo"
+        assert checks["allreduce"]["nodes"] == 2 and checks["allreduce"]["busbw_gbps"] > 0
+        assert (run_dir / "health" / f"node-{node['node']}.restart-0.json").is_file()
+    status = _status(env, job)
+    (entry,) = status["timeline"]
+    assert "health_checked" in entry["phases"] and entry["durations"]["health"] > 0
+    assert entry["phases"]["env_ready"] < entry["phases"]["health_checked"] < entry["phases"]["launched"]
+    text = hpclaunch(env, "status", job).stdout
+    assert "node health: 2 node(s) passed before step 0 (restart 0; all-reduce " in text
+    assert ", health " in text  # the timeline's span
+    (slow,) = status["stragglers"]
+    assert (slow["rank"], slow["host"]) == (1, "node2") and slow["ratio"] > 1.2
+    report = hpclaunch(env, "report", job).stdout
+    assert "straggler: rank 1 on node2: " in report and "node health: 2 node(s) passed" in report
+
+
+def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_and_the_check(env):  # noqa: F811
+    sub = submit(env, *TINY, "--set", "train.max_steps=5", "--set", "health.min_free_gib=1000000")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    seen = wait_state(env, job, ENDED, timeout=300)
+    assert seen[-1] == "FAILED", seen
+    assert str(_status(env, job)["exit_code"]).split(":")[0] == "75"  # sacct: 75:0
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    for node in (0, 1):
+        assert (f"hpclaunch: error: node node{node + 1} (node {node}) failed health check free_space: run root "
+                in out), out[-3000:]
+    assert "GiB free < health.min_free_gib 1e+06" in out
+    assert "node health check failed before step 0: the job ends (exit 75); failing nodes: node1,node2" in out
+    assert "launch exited with code 75" in out
+    assert not list((run_dir / "logs").glob("rank-*.log")), "a rank started"
+    assert not list(run_dir.glob("metrics/*")) and not list(run_dir.glob("progress/*")), "a rank started"
+    assert (run_dir / "stop_reason").read_text().startswith("node health check failed before step 0: node node1")
+    text = hpclaunch(env, "status", job).stdout
+    assert "stopped by hpclaunch: node health check failed before step 0" in text
+    assert "node health: FAILED before step 0: node1 (node 0) free_space: " in text
+    failed = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.node.health", "--failed-nodes", "--run-dir",
+                             str(run_dir)], capture_output=True, text=True, env=env, timeout=60)
+    assert failed.stdout == "node1,node2\n"
+    (entry,) = _status(env, job)["timeline"]
+    assert "health_checked" in entry["phases"] and "launched" not in entry["phases"]
