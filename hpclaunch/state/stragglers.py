@@ -10,7 +10,9 @@ least wait:
 
     own(r) = seconds(r)/steps(r) - (waiting(r)/steps(r) - min over ranks of waiting/steps)
 
-A rank whose own step time is more than `factor` x the median rank's over the window is named, with its host.
+A rank whose own step time is more than `factor` x the median rank's over the window, and more than it by at least
+MIN_SHARE of the median wall time per step, is named, with its host. (The second condition keeps noise out: where
+every rank waits nearly the whole step, own times are milliseconds, and 2 ms against 1 ms is no straggler.)
 Time a rank spends computing in the forward and backward pass is counted as waiting (the gradient all-reduce
 runs inside it): a rank slow in its data loading or host work is seen, one whose device computes slowly is not.
 Standard library only.
@@ -26,6 +28,7 @@ from hpclaunch.state.runfiles import RunFiles
 
 DEFAULT_FACTOR = 1.2
 MIN_STEPS = 3  # a window shorter than this (the first steps) says nothing yet
+MIN_SHARE = 0.05  # a straggler's own step time exceeds the median's by at least this share of a step's wall time
 
 
 def _records(run: RunFiles) -> list[dict[str, Any]]:
@@ -69,10 +72,11 @@ def find(run: RunFiles, factor: float = DEFAULT_FACTOR) -> list[dict[str, Any]]:
     own = {rank: seconds / steps - (waiting / steps - least_wait)
            for rank, (steps, seconds, waiting) in windows.items()}
     median = statistics.median(own.values())
+    floor = MIN_SHARE * statistics.median(seconds / steps for steps, seconds, _ in windows.values())
     out = [{"rank": rank, "host": records[rank].get("host"), "restart": records[rank]["restart"],
             "step": records[rank].get("step"), "steps": windows[rank][0], "step_s": round(s, 4),
             "median_s": round(median, 4), "ratio": round(s / median, 2) if median > 0 else None}
-           for rank, s in own.items() if median > 0 and s > factor * median]
+           for rank, s in own.items() if median > 0 and s > factor * median and s - median > floor]
     return sorted(out, key=lambda r: -r["step_s"])
 
 

@@ -45,6 +45,15 @@ def test_ranks_that_wait_alike_have_no_straggler_and_the_factor_is_a_setting(tmp
     assert found["rank"] == 1
 
 
+def test_milliseconds_of_own_time_in_a_step_of_waiting_are_noise(tmp_path: Path):
+    """Two ranks that wait nearly the whole 36 ms step (as on one CPU node): 0.3 vs 0.1 ms of their own is 1.5x
+    the median but 0.6 % of the step."""
+    run = RunFiles(tmp_path)
+    _record(run, 0, [10, 0.360, 0.359])
+    _record(run, 1, [10, 0.362, 0.359])
+    assert stragglers.find(run, 1.2) == []
+
+
 def test_the_newest_restart_counts_and_short_windows_say_nothing(tmp_path: Path):
     run = RunFiles(tmp_path)
     _record(run, 0, [10, 5.0, 3.8], restart=0)
