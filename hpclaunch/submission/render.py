@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.config.base import dump
 from hpclaunch.core import cache
 from hpclaunch.core.paths import search_dirs
-from hpclaunch.core.shell import ShellExpr, oneline, quote, shell_path
+from hpclaunch.core.shell import ShellExpr, join, oneline, quote, shell_path
 from hpclaunch.core.version import __version__
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.launchers import get_launcher
+from hpclaunch.launchers import containers, get_launcher
 from hpclaunch.launchers.collectives import collective_env
 from hpclaunch.schedulers import get_scheduler
 from hpclaunch.state import runfiles
@@ -186,7 +186,7 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
             f"${{{runfiles.ENV_RESTART}}}")),
         "hung_exit_code": HUNG_EXIT_CODE,
         "health_exit_code": HEALTH_EXIT_CODE,
-        "health_command": _health_command(spec),
+        **_health_commands(spec, run_dir),
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }
@@ -200,16 +200,19 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
     return Rendered(script=script, files=files_out)
 
 
-def _health_command(spec: JobSpec) -> str:
-    """Each node's health check before step 0 (hpclaunch/runtime/node/health.py), as one shell command; the
-    scheduler's part adds --expect-devices where it asks for devices."""
+def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
+    """Each node's health check before step 0 and the verdict over every node (hpclaunch/runtime/node/health.py),
+    as shell commands, in the profile's Apptainer container where it has one (pyxis: the scheduler's step puts it
+    there); the scheduler's part adds --expect-devices where it asks for devices."""
     h = spec.health
-    words = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health", "check",
-             "--min-free-gib", f"{h.min_free_gib:g}", "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}",
-             "--allreduce-mib", str(h.allreduce_mib), "--timeout", f"{h.timeout:g}"]
-    words += [] if h.allreduce else ["--no-allreduce"]
-    words += ["--scratch", shell_path(h.scratch)] if h.scratch else []
-    return " ".join(quote(w) for w in words)
+    module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health"]
+    check: list[containers.Word] = [*module, "check", "--min-free-gib", f"{h.min_free_gib:g}",
+                         "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}", "--allreduce-mib", str(h.allreduce_mib),
+                         "--timeout", f"{h.timeout:g}"]
+    check += [] if h.allreduce else ["--no-allreduce"]
+    check += ["--scratch", shell_path(h.scratch)] if h.scratch else []
+    return {"health_command": join(containers.wrap(spec, run_dir, check)),
+            "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict"]))}
 
 
 _MARK = "@JOB@"
