@@ -12,7 +12,7 @@ from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.status import describe_health
 from hpclaunch.cli.tables import human
-from hpclaunch.jobs.view import health_verdict, straggler_factor
+from hpclaunch.jobs.view import health_verdict
 from hpclaunch.report import usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
 from hpclaunch.state import provenance, registry, stragglers, timeline
@@ -50,7 +50,7 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     if restarts:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
-    slow = stragglers.find(RunFiles(Path(record.run_dir)), straggler_factor(Path(record.run_dir)))
+    slow = stragglers.find(RunFiles(Path(record.run_dir)))
     health = health_verdict(RunFiles(Path(record.run_dir)))
     used = _usage(record)
     dev = used["devices"]

@@ -13,8 +13,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.config.yamlfile import read_yaml
-from hpclaunch.errors import HpclaunchError
 from hpclaunch.jobs import sync as wandb_sync
 from hpclaunch.jobs.state import retries, statuses, stop_reason
 from hpclaunch.report.metrics import last_metrics
@@ -82,7 +80,7 @@ class JobView:
     @cached_property
     def stragglers(self) -> list[dict[str, Any]]:
         """Ranks slower than the profile's stragglers.factor x the median (hpclaunch/state/stragglers.py)."""
-        return stragglers.find(RunFiles(self.run_dir), straggler_factor(self.run_dir))
+        return stragglers.find(RunFiles(self.run_dir))
 
     @cached_property
     def health(self) -> dict[str, Any] | None:
@@ -103,15 +101,6 @@ class JobView:
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out
-
-
-def straggler_factor(run_dir: Path) -> float:
-    """The job's profile's stragglers.factor, read from its resolved.yaml (the default where it cannot be read)."""
-    try:
-        data = read_yaml(RunFiles(run_dir).resolved)
-        return float(data["profile"]["stragglers"]["factor"])
-    except (HpclaunchError, KeyError, TypeError, ValueError):  # an older run directory, a file being written
-        return stragglers.DEFAULT_FACTOR
 
 
 def health_verdict(run: RunFiles) -> dict[str, Any] | None:

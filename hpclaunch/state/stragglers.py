@@ -57,9 +57,10 @@ def _window(rec: dict[str, Any]) -> tuple[int, float, float] | None:
     return (steps, seconds, waiting) if steps >= MIN_STEPS and seconds > 0 else None
 
 
-def find(run: RunFiles, factor: float = DEFAULT_FACTOR) -> list[dict[str, Any]]:
+def find(run: RunFiles, factor: float | None = None) -> list[dict[str, Any]]:
     """The stragglers of the newest restart, slowest first: rank, host, restart, step, steps (the window),
-    step_s (its own step time), median_s, ratio; [] with fewer than two ranks to compare."""
+    step_s (its own step time), median_s, ratio; [] with fewer than two ranks to compare. `factor`: by default the
+    job's stragglers.factor, as its ranks wrote it into their records (``sf``), else DEFAULT_FACTOR."""
     windows = {}
     records = {}
     for rec in _records(run):
@@ -68,6 +69,9 @@ def find(run: RunFiles, factor: float = DEFAULT_FACTOR) -> list[dict[str, Any]]:
             windows[rec["rank"]], records[rec["rank"]] = w, rec
     if len(windows) < 2:
         return []
+    if factor is None:
+        written = [r["sf"] for r in records.values() if isinstance(r.get("sf"), (int, float)) and r["sf"] > 1]
+        factor = float(written[0]) if written else DEFAULT_FACTOR
     least_wait = min(waiting / steps for steps, _, waiting in windows.values())
     own = {rank: seconds / steps - (waiting / steps - least_wait)
            for rank, (steps, seconds, waiting) in windows.items()}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imported: render stays light)
 HEALTH_EXIT_CODE = 75  # hpclaunch.runtime.node.health.HEALTH_EXIT_CODE (not imported: render stays light)
 STRAGGLER_WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"  # hpclaunch.runtime.node.progress.WINDOW_ENV
+STRAGGLER_FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"  # hpclaunch.runtime.node.progress.FACTOR_ENV
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
@@ -179,6 +180,7 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
                 **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env,
                 "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank),
+                STRAGGLER_FACTOR_ENV: f"{spec.profile.stragglers.factor:g}",
                 STRAGGLER_WINDOW_ENV: str(spec.profile.stragglers.window), **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)

@@ -16,10 +16,11 @@ from hpclaunch.state.runfiles import RunFiles
 
 
 def _record(run: RunFiles, rank: int, win: list[float], *, host: str = "node1", restart: int = 0,
-            step: int = 40) -> None:
+            step: int = 40, sf: float | None = 1.2) -> None:
     path = run.progress_file(rank, restart)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rec = {"rank": rank, "step": step, "phase": "forward", "t": 1.0, "host": host, "pid": 10 + rank, "win": win}
+    rec = {"rank": rank, "step": step, "phase": "forward", "t": 1.0, "host": host, "pid": 10 + rank, "win": win,
+           "sf": sf}
     path.write_bytes(json.dumps(rec).encode().ljust(progress.RECORD_BYTES))
 
 
@@ -40,9 +41,12 @@ def test_ranks_that_wait_alike_have_no_straggler_and_the_factor_is_a_setting(tmp
     run = RunFiles(tmp_path)
     _record(run, 0, [10, 5.0, 2.0])
     _record(run, 1, [10, 5.0, 1.5])  # own 0.35 vs 0.30 s a step: 1.08x the median (0.325)
-    assert stragglers.find(run, 1.2) == []
+    assert stragglers.find(run, 1.2) == [] and stragglers.find(run) == []
     (found,) = stragglers.find(run, 1.05)
     assert found["rank"] == 1
+    _record(run, 0, [10, 5.0, 2.0], sf=1.05)  # the job's stragglers.factor, as its ranks write it
+    _record(run, 1, [10, 5.0, 1.5], sf=1.05)
+    assert [f["rank"] for f in stragglers.find(run)] == [1]
 
 
 def test_milliseconds_of_own_time_in_a_step_of_waiting_are_noise(tmp_path: Path):

@@ -12,7 +12,8 @@ all-reduce), eval, checkpoint, done.
 For stragglers (hpclaunch/state/stragglers.py) the record also holds ``win``: [steps, seconds, waiting seconds]
 summed over the rank's last HPCLAUNCH_STRAGGLER_WINDOW finished steps (the profile's stragglers.window): the
 wall time from one finished optimizer step to the next, and the part of it spent in WAITING_PHASES, where a
-rank waits for its peers. Standard library only.
+rank waits for its peers; and ``sf``, the profile's stragglers.factor (HPCLAUNCH_STRAGGLER_FACTOR), so that
+`status` judges them without reading the job's YAML. Standard library only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
 RECORD_BYTES = 384
 WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"
+FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"
 DEFAULT_WINDOW = 10
 _HOST = socket.gethostname()
 PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
@@ -39,8 +41,9 @@ WAITING_PHASES = frozenset({"forward", "optimizer", "collective", "checkpoint"})
 class Progress:
     """One rank's progress record and the thread that writes it."""
 
-    def __init__(self, path: Path | None, rank: int, interval: float = 1.0, window: int = DEFAULT_WINDOW) -> None:
-        self.path, self.rank, self.interval = path, rank, interval
+    def __init__(self, path: Path | None, rank: int, interval: float = 1.0, window: int = DEFAULT_WINDOW,
+                 factor: float | None = None) -> None:
+        self.path, self.rank, self.interval, self.factor = path, rank, interval, factor
         self.step, self.phase, self.changed = 0, "init", time.time()
         self.steps: deque[tuple[float, float]] = deque(maxlen=max(window, 1))  # (seconds, waiting) per step
         self._waited, self._step_end = 0.0, 0.0
@@ -86,7 +89,8 @@ class Progress:
             if state == self._written:
                 return
             record = json.dumps({"rank": self.rank, "step": state[0], "phase": state[1], "t": round(state[2], 3),
-                                 "host": _HOST, "pid": os.getpid(), "win": self.window()})
+                                 "host": _HOST, "pid": os.getpid(), "win": self.window(),
+                                 "sf": self.factor})
             os.pwrite(self._fd, record.encode().ljust(RECORD_BYTES), 0)
             self._written = state
 
@@ -110,7 +114,9 @@ def current() -> Progress:
         restart = int(os.environ.get(ENV_RESTART, "0") or 0)
         run = RunFiles.from_env() if os.environ.get("HPCLAUNCH_RUN_DIR") else None
         window = int(os.environ.get(WINDOW_ENV, "") or DEFAULT_WINDOW)
-        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank, window=window))
+        factor = float(os.environ.get(FACTOR_ENV, "") or 0) or None
+        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank, window=window,
+                                 factor=factor))
     return _CURRENT[0]
 
 
