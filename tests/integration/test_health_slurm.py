@@ -25,21 +25,28 @@ def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
     return json.loads(hpclaunch(env, "status", job, "--json").stdout)
 
 
+def _hosts(env: dict[str, str], job: str) -> list[str]:  # noqa: F811
+    """The job's nodes in order (node rank 0 first), as Slurm allocated them."""
+    nodes = _status(env, job)["nodes"]
+    return subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True).stdout.split()
+
+
 def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # noqa: F811
     sub = submit({**env, "HPCLAUNCH_INJECT": "slow:1:3"}, *TINY, "--set", "train.max_steps=20")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
-    named = ""
     deadline = time.time() + 600
-    while time.time() < deadline and "straggler: rank 1 on node2" not in named:
-        named = hpclaunch(env, "status", job).stdout
+    while time.time() < deadline and not _status(env, job)["stragglers"] and _status(env, job)["state"] not in ENDED:
         time.sleep(2)
-    assert "straggler: rank 1 on node2: " in named, named
+    hosts = _hosts(env, job)
+    assert len(hosts) == 2, hosts
+    named = hpclaunch(env, "status", job).stdout  # while it runs, or once it ended: the records stay
+    assert f"straggler: rank 1 on {hosts[1]}: " in named, named
     seen = wait_state(env, job, ENDED, timeout=600)
     assert seen[-1] == "COMPLETED", seen
 
     verdict = json.loads((run_dir / "health" / "restart-0.json").read_text())
     assert verdict["ok"] is True and verdict["failed"] == []
-    assert [n["host"] for n in verdict["nodes"]] == ["node1", "node2"]
+    assert [n["host"] for n in verdict["nodes"]] == hosts
     for node in verdict["nodes"]:
         checks = {c["name"]: c for c in node["checks"]}
         assert checks["devices"]["ok"] is True and len(checks["devices"]["allocated"]) == 1  # --gres=gpu:1
@@ -55,9 +62,9 @@ def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # n
     assert "node health: 2 node(s) passed before step 0 (restart 0; all-reduce " in text
     assert ", health " in text  # the timeline's span
     (slow,) = status["stragglers"]
-    assert (slow["rank"], slow["host"]) == (1, "node2") and slow["ratio"] > 1.2
+    assert (slow["rank"], slow["host"]) == (1, hosts[1]) and slow["ratio"] > 1.2
     report = hpclaunch(env, "report", job).stdout
-    assert "straggler: rank 1 on node2: " in report and "node health: 2 node(s) passed" in report
+    assert f"straggler: rank 1 on {hosts[1]}: " in report and "node health: 2 node(s) passed" in report
 
 
 def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_and_the_check(env):  # noqa: F811
@@ -67,20 +74,23 @@ def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_a
     assert seen[-1] == "FAILED", seen
     assert str(_status(env, job)["exit_code"]).split(":")[0] == "75"  # sacct: 75:0
     out = (run_dir / "logs" / f"job.{job}.out").read_text()
-    for node in (0, 1):
-        assert (f"hpclaunch: error: node node{node + 1} (node {node}) failed health check free_space: run root "
+    hosts = _hosts(env, job)
+    for node, host in enumerate(hosts):
+        assert (f"hpclaunch: error: node {host} (node {node}) failed health check free_space: run root "
                 in out), out[-3000:]
     assert "GiB free < health.min_free_gib 1e+06" in out
-    assert "node health check failed before step 0: the job ends (exit 75); failing nodes: node1,node2" in out
+    assert f"node health check failed before step 0: the job ends (exit 75); failing nodes: {','.join(hosts)}" in out
     assert "launch exited with code 75" in out
     assert not list((run_dir / "logs").glob("rank-*.log")), "a rank started"
     assert not list(run_dir.glob("metrics/*")) and not list(run_dir.glob("progress/*")), "a rank started"
-    assert (run_dir / "stop_reason").read_text().startswith("node health check failed before step 0: node node1")
+    assert (run_dir / "stop_reason").read_text().startswith(f"node health check failed before step 0: node {hosts[0]}")
     text = hpclaunch(env, "status", job).stdout
     assert "stopped by hpclaunch: node health check failed before step 0" in text
-    assert "node health: FAILED before step 0: node1 (node 0) free_space: " in text
+    assert f"node health: FAILED before step 0: {hosts[0]} (node 0) free_space: " in text
     failed = subprocess.run([sys.executable, "-m", "hpclaunch.runtime.node.health", "--failed-nodes", "--run-dir",
                              str(run_dir)], capture_output=True, text=True, env=env, timeout=60)
-    assert failed.stdout == "node1,node2\n"
+    assert failed.stdout == ",".join(hosts) + "\n"
     (entry,) = _status(env, job)["timeline"]
     assert "health_checked" in entry["phases"] and "launched" not in entry["phases"]
+    diagnosis = hpclaunch(env, "logs", job, "--diagnose", check=False).stdout
+    assert "cause: hpclaunch stopped the job" in diagnosis and "failed health check free_space" in diagnosis
