@@ -6,6 +6,7 @@ nodes and the check."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,10 +26,13 @@ def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
     return json.loads(hpclaunch(env, "status", job, "--json").stdout)
 
 
-def _hosts(env: dict[str, str], job: str) -> list[str]:  # noqa: F811
-    """The job's nodes in order (node rank 0 first), as Slurm allocated them."""
-    nodes = _status(env, job)["nodes"]
-    return subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True).stdout.split()
+def _hosts(run_dir: Path, job: str) -> list[str]:
+    """The job's nodes in order (node rank 0 first), as its script printed SLURM_JOB_NODELIST."""
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    nodes = re.search(r"^hpclaunch: job \S+ restart 0 on (\S+), head ", out, re.MULTILINE)
+    assert nodes, out[-2000:]
+    found = subprocess.run(["scontrol", "show", "hostnames", nodes.group(1)], capture_output=True, text=True)
+    return found.stdout.split()
 
 
 def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # noqa: F811
@@ -37,7 +41,7 @@ def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # n
     deadline = time.time() + 600
     while time.time() < deadline and not _status(env, job)["stragglers"] and _status(env, job)["state"] not in ENDED:
         time.sleep(2)
-    hosts = _hosts(env, job)
+    hosts = _hosts(run_dir, job)
     assert len(hosts) == 2, hosts
     named = hpclaunch(env, "status", job).stdout  # while it runs, or once it ended: the records stay
     assert f"straggler: rank 1 on {hosts[1]}: " in named, named
@@ -72,9 +76,13 @@ def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_a
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     seen = wait_state(env, job, ENDED, timeout=300)
     assert seen[-1] == "FAILED", seen
-    assert str(_status(env, job)["exit_code"]).split(":")[0] == "75"  # sacct: 75:0
+    code, deadline = None, time.time() + 60
+    while not code and time.time() < deadline:  # squeue may answer FAILED before accounting has the code
+        code = _status(env, job)["exit_code"]
+        time.sleep(0 if code else 1)
+    assert str(code).split(":")[0] == "75", code  # sacct: 75:0
     out = (run_dir / "logs" / f"job.{job}.out").read_text()
-    hosts = _hosts(env, job)
+    hosts = _hosts(run_dir, job)
     for node, host in enumerate(hosts):
         assert (f"hpclaunch: error: node {host} (node {node}) failed health check free_space: run root "
                 in out), out[-3000:]
