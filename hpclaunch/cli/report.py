@@ -10,10 +10,12 @@ import click
 
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.status import describe_health
 from hpclaunch.cli.tables import human
+from hpclaunch.jobs.view import health_verdict
 from hpclaunch.report import checkpoints, goodput, usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
-from hpclaunch.state import provenance, registry, timeline
+from hpclaunch.state import provenance, registry, stragglers, timeline
 from hpclaunch.state.runfiles import RunFiles
 from hpclaunch.state.sweeps import is_sweep, label, sweep_elements
 
@@ -48,6 +50,8 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     if restarts:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
+    slow = stragglers.find(RunFiles(Path(record.run_dir)))
+    health = health_verdict(RunFiles(Path(record.run_dir)))
     used = _usage(record)
     dev = used["devices"]
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
@@ -58,14 +62,17 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
                       *([goodput.describe(ledger)] if ledger else []),
                       *(checkpoints.describe(r, human) for r in saved),
                       *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
+                      *([f"node health: {describe_health(health)}"] if health else []),
+                      *(f"straggler: {stragglers.describe(f)}" for f in slow),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
                       f"devices: {usage.describe_devices(dev, human)}",
                       *(f"warning: {w}" for w in [*used["warnings"], *dev.get("warnings", [])]),
                       *(f"note: {n}" for n in [used.get("note"), used.get("advice_note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
-        echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved),
-                   "timeline": restarts, "goodput": ledger, "usage": used, "plots": [str(p) for p in paths],
+        echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved), "timeline": restarts,
+                   "goodput": ledger, "health": health, "stragglers": slow, "usage": used,
+                   "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
     click.echo(text)

@@ -15,7 +15,7 @@ from hpclaunch.errors import ConfigError
 from hpclaunch.jobs import sync as wandb_sync
 from hpclaunch.jobs.view import JobView, views
 from hpclaunch.schedulers import JobStatus, get_scheduler
-from hpclaunch.state import recoveries, registry, timeline
+from hpclaunch.state import recoveries, registry, stragglers, timeline
 from hpclaunch.state.sweeps import grouped, sweep_elements
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
@@ -152,6 +152,10 @@ def _print_job(v: JobView) -> None:
     if metrics:
         click.echo(f"  last metrics: {metrics}")
     _print_timeline(v.timeline)
+    if v.health:
+        click.echo(f"  node health: {describe_health(v.health)}")
+    for found in v.stragglers:
+        click.echo(f"  straggler: {stragglers.describe(found)}")
     if v.sweep_id:
         click.echo(f"  sweep {v.sweep_id}, element {(r.sweep or {}).get('index')}: {v.values}")
     click.echo(f"  run directory: {r.run_dir}")
@@ -163,6 +167,18 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  (from {s.source})")
     if s.finished and s.state != "COMPLETED":
         click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
+
+
+def describe_health(found: dict) -> str:
+    """node health: 2 node(s) passed before step 0 (restart 0; all-reduce 0.61 GB/s), or what failed where."""
+    if not found.get("ok"):
+        return "FAILED before step 0: " + "; ".join(
+            f"{f.get('host') or '?'} (node {f.get('node')}) {f.get('check')}: {f.get('detail')}"
+            for f in found.get("failed", []))
+    bw = [c.get("busbw_gbps") for n in found.get("nodes", []) for c in n.get("checks", [])
+          if c.get("name") == "allreduce" and c.get("busbw_gbps") is not None]
+    extra = f"; all-reduce {min(bw):.3g} GB/s" if bw else ""
+    return f"{len(found.get('nodes', []))} node(s) passed before step 0 (restart {found.get('restart')}{extra})"
 
 
 def _resumed_from(link: dict) -> str:

@@ -35,6 +35,18 @@ class Restarts(StrictModel, frozen=True, kw_only=True):
     max: Annotated[int, Meta(ge=0, le=100, description="relaunches after a fault a restart can fix")] = 0
 
 
+class Health(StrictModel, frozen=True, kw_only=True):
+    """Node health before step 0 as resolved: the recipe's settings (--set health.*) over the profile's."""
+
+    enabled: bool = False
+    min_free_gib: Annotated[float, Meta(ge=0)] = 1.0
+    min_allreduce_gbps: Annotated[float, Meta(ge=0)] = 0.0
+    allreduce: bool = True
+    allreduce_mib: Annotated[int, Meta(ge=1)] = 16
+    scratch: str | None = None
+    timeout: Annotated[float, Meta(gt=0)] = 120.0
+
+
 class Resources(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices, as resolved: the recipe's resources over the devices' share
     of the node. (A resolved.yaml written before these existed reads with the defaults; resubmitting it resolves
@@ -91,6 +103,7 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     data_parallel: Annotated[int, Meta(ge=1)]
     sets: Annotated[tuple[str, ...], Meta(description="the --set overrides, for the record")] = ()
     watchdog: Watchdog = Watchdog()
+    health: Health = Health()
     resources: Annotated[Resources, Meta(description="CPUs and memory per node, as resolved")] = Resources()
     checkpoint: Annotated[Checkpointing, Meta(description="saving before the time limit, as resolved")] = (
         Checkpointing()

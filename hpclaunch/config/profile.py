@@ -21,7 +21,8 @@ EnvStrings = Annotated[dict[str, str], Meta(extra={"before": rules.env_strings})
 # BACKENDS (which collective backends make sense on which accelerator) and VISIBLE_DEVICES_VAR live in
 # hpclaunch/config/rules.py with the checks the models run.
 __all__ = ["BACKENDS", "VISIBLE_DEVICES_VAR", "EnvStrings", "Partition", "Modules", "PythonEnv", "AssetConfig",
-           "ContainerConfig", "CheckpointDefaults", "StorageDefaults", "ProfileDefaults", "Profile", "RestartDefaults"]
+           "ContainerConfig", "CheckpointDefaults", "StorageDefaults", "ProfileDefaults", "Profile", "RestartDefaults",
+           "HealthDefaults", "StragglerDefaults"]
 
 
 class Partition(StrictModel, frozen=True, kw_only=True):
@@ -89,6 +90,33 @@ class RestartDefaults(StrictModel, frozen=True, kw_only=True):
                     "on the local one")] = None
 
 
+class HealthDefaults(StrictModel, frozen=True, kw_only=True):
+    """Node health before step 0 on this cluster (docs/troubleshooting.md#node-health-before-step-0)."""
+
+    enabled: Annotated[bool | None, Meta(description="check every node before the launch; default (null): on for "
+                                         "Slurm schedulers, off for local")] = None
+    min_free_gib: Annotated[float, Meta(ge=0, description="GiB that must be free on the run directory's filesystem "
+                                        "and on node-local scratch")] = 1.0
+    min_allreduce_gbps: Annotated[float, Meta(ge=0, description="the least bus bandwidth (GB/s) of a short "
+                                              "all-reduce across the nodes; 0: measured, never failing")] = 0.0
+    allreduce: Annotated[bool, Meta(description="measure the all-reduce across nodes (needs torch in the job's "
+                                    "python)")] = True
+    allreduce_mib: Annotated[int, Meta(ge=1, le=4096, description="MiB all-reduced")] = 16
+    scratch: Annotated[str | None, Meta(description="node-local scratch to check; default: $TMPDIR, else /tmp")
+                       ] = None
+    timeout: Annotated[float, Meta(gt=0, le=3600, description="seconds the all-reduce may wait for every node")
+                       ] = 120.0
+
+
+class StragglerDefaults(StrictModel, frozen=True, kw_only=True):
+    """Stragglers named in status, watch and report (docs/troubleshooting.md#stragglers)."""
+
+    factor: Annotated[float, Meta(gt=1, le=100, description="a rank whose step time over the window is more than "
+                                  "this many times the median rank's is a straggler")] = 1.2
+    window: Annotated[int, Meta(ge=2, le=10000, description="the last steps each rank's step time is taken over")
+                      ] = 10
+
+
 class ContainerConfig(StrictModel, frozen=True, kw_only=True):
     """Where each node's launch runs (docs/containers.md)."""
 
@@ -154,6 +182,8 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     run_root: Annotated[str | None, Meta(description="where run directories go (a shared filesystem)")] = None
     watchdog: WatchdogDefaults = WatchdogDefaults()
     restarts: RestartDefaults = RestartDefaults()
+    health: HealthDefaults = HealthDefaults()
+    stragglers: StragglerDefaults = StragglerDefaults()
     collective_timeout: Annotated[float, Meta(gt=0, le=86400, description="seconds a collective may wait before the "
                                               "backend aborts it (process group timeout, NCCL/HCCL variables)")] = 600.0
     max_requeues_without_progress: Annotated[int, Meta(ge=1, le=1000, description="requeues (preemption, time "

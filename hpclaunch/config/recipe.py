@@ -173,6 +173,17 @@ class RestartsSpec(StrictModel, frozen=True, kw_only=True):
                     "(--set restarts.max=N; 0: none)")] = None
 
 
+class HealthSpec(StrictModel, frozen=True, kw_only=True):
+    """Node health before step 0 for this job; unset keys take the profile's health settings."""
+
+    enabled: Annotated[bool | None, Meta(description="check every node before the launch (default: the profile's)")
+                       ] = None
+    min_free_gib: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
+        description="GiB that must be free on the run directory's filesystem and node-local scratch")] = None
+    min_allreduce_gbps: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
+        description="the least all-reduce bus bandwidth across nodes, GB/s (0: measured only)")] = None
+
+
 class ResourcesSpec(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
 
@@ -242,6 +253,9 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
     )
     restarts: Annotated[RestartsSpec, Meta(description="relaunches inside the allocation, over the profile's")] = (
         RestartsSpec()
+    )
+    health: Annotated[HealthSpec, Meta(description="node health before step 0, over the profile's settings")] = (
+        HealthSpec()
     )
     tracking: Annotated[TrackingSpec, Meta(description="experiment trackers (W&B), over the profile's")] = (
         TrackingSpec()

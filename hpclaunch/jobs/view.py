@@ -1,11 +1,13 @@
 """One job as `status`, `jobs` and the Python API show it, assembled in one place: the record (a resumed job's
 says which job it resumes), the scheduler's status (one scheduler call for every job listed and the newest of
 each one's chain), the chain of retries and resumes, why hpclaunch stopped it, the last metrics, the start-up
-timeline, provenance in one line and the W&B runs not uploaded yet; a sweep with its elements.
+timeline, provenance in one line, the W&B runs not uploaded yet, the node health verdict and the stragglers; a
+sweep with its elements.
 `JobView.to_dict()` is `status --json`. Standard library only."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +18,7 @@ from hpclaunch.jobs.state import retries, statuses, stop_reason
 from hpclaunch.report import goodput
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus
-from hpclaunch.state import provenance, recoveries, registry, timeline
+from hpclaunch.state import provenance, recoveries, registry, stragglers, timeline
 from hpclaunch.state.runfiles import RunFiles
 from hpclaunch.state.sweeps import is_sweep, sweep_id, values
 
@@ -87,6 +89,16 @@ class JobView:
     def wandb(self) -> dict[str, Any] | None:
         return wandb_sync.summary(self.run_dir)
 
+    @cached_property
+    def stragglers(self) -> list[dict[str, Any]]:
+        """Ranks slower than the profile's stragglers.factor x the median (hpclaunch/state/stragglers.py)."""
+        return stragglers.find(RunFiles(self.run_dir))
+
+    @cached_property
+    def health(self) -> dict[str, Any] | None:
+        """The newest node health verdict before step 0 (RUN_DIR/health/restart-<R>.json), or None."""
+        return health_verdict(RunFiles(self.run_dir))
+
     def retry_status(self, entry: dict[str, Any]) -> JobStatus | None:
         """The status of the job a retry submitted, where the scheduler was asked about it."""
         return self.known.get(str(entry["to"]))
@@ -97,10 +109,22 @@ class JobView:
                "stop_reason": self.stop_reason, "retries": list(self.retries),
                "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
                "goodput": None if self.is_sweep else self.goodput, "recoveries": self.recoveries,
-               "provenance": self.provenance, "wandb": self.wandb}
+               "provenance": self.provenance, "wandb": self.wandb, "health": self.health,
+               "stragglers": self.stragglers}
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out
+
+
+def health_verdict(run: RunFiles) -> dict[str, Any] | None:
+    found = run.health_summaries()
+    if not found:
+        return None
+    try:
+        data = json.loads(found[-1].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _view(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> JobView:

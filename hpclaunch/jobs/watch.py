@@ -41,11 +41,13 @@ class Row:
     eta_s: float | None = None
     losses: tuple[float, ...] = ()
     finished: bool = False
+    stragglers: str = ""  # "rank1@node2 3.1x" (a running job's, hpclaunch/state/stragglers.py)
 
     def cells(self) -> tuple[str, ...]:
         eta = "" if self.eta_s is None else seconds(self.eta_s)
         elapsed = _span(self.elapsed) + (f"/{_span(self.limit)}" if self.limit else "")
-        return (self.job, self.state, elapsed, _step(self),
+        state = self.state + (f" straggler {self.stragglers}" if self.stragglers else "")
+        return (self.job, state, elapsed, _step(self),
                 _num(self.loss), _rate(self.tokens_per_s), eta, sparkline(self.losses))
 
 
@@ -147,6 +149,8 @@ def row(v: JobView) -> Row:
         out.tokens_per_s = float(tps) if isinstance(tps, (int, float)) else None
         out.losses = tuple(float(t["loss"]) for t in train)
         out.eta_s = None if s.finished else _eta(train, total)
+    if not s.finished:
+        out.stragglers = ", ".join(f"rank{f['rank']}@{f['host'] or '?'} {f['ratio']}x" for f in v.stragglers)
     return out
 
 
@@ -192,5 +196,7 @@ def plain_lines(rows: Sequence[Row], now: str) -> list[str]:
         for key, value in zip(("elapsed", "step", "loss", "tok/s", "eta"), r.cells()[2:7], strict=True):
             if value:
                 parts.append(f"{key} {value}")
+        if r.stragglers:
+            parts.append(f"straggler {r.stragglers.replace(', ', ',').replace(' ', ':')}")
         out.append(" ".join(parts))
     return out

@@ -24,7 +24,10 @@ and every reader (logs, diagnose, status, report) goes through it.
                                                     cause, rank, node, detected_at, resumed restart
     RUN_DIR/provenance.json                         what the run ran with: versions, recipe commit, packages, modules,
                                                     nodes, devices, assets, environment (submit + the job at start)
-    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress)
+    RUN_DIR/health/node-<N>.restart-<R>.json        node N's health checks before step 0 (runtime/node/health.py)
+    RUN_DIR/health/restart-<R>.json                 every node's checks merged: ok, failed nodes and checks
+    RUN_DIR/stop_reason                             why hpclaunch stopped the job itself (requeues without progress,
+                                                    a node that failed its health check)
     RUN_DIR/retries.jsonl                           the jobs that went on from the first, each from the one before:
                                                     resubmissions after a node-level failure (submit --retries),
                                                     resumes (`hpclaunch resume`: "resume": true)
@@ -83,6 +86,7 @@ TIMELINE = "timeline.jsonl"
 TENSORBOARD = "tensorboard"
 WANDB = "wandb"  # W&B's own folder name under the dir given to wandb.init
 PROVENANCE = "provenance.json"
+HEALTH = "health"  # health/node-<N>.restart-<R>.json, health/restart-<R>.json (hpclaunch/runtime/node/health.py)
 USAGE = "usage"  # usage/node-<N>.restart-<R>.jsonl: each node's samples (hpclaunch/runtime/node/sampler.py)
 _CHECKPOINT = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
@@ -117,6 +121,7 @@ _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
 _PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")
 _MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
 _MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
+_HEALTH_SUMMARY = re.compile(r"^restart-(\d+)\.json$")
 _RESTART_IN_NAME = re.compile(r"\.restart-(\d+)(?:\.|$)")
 
 
@@ -350,6 +355,18 @@ class RunFiles:
 
     def usage_samples(self, node: int | str, restart: int | str) -> Path:
         return self.usage / f"node-{node}.restart-{restart}.jsonl"
+
+    def health_node(self, node: int | str, restart: int | str) -> Path:
+        return self.root / HEALTH / f"node-{node}.restart-{restart}.json"
+
+    def health_summary(self, restart: int | str) -> Path:
+        return self.root / HEALTH / f"restart-{restart}.json"
+
+    def health_summaries(self) -> list[Path]:
+        """Every restart's merged health verdict, oldest restart first."""
+        found = [(int(m.group(1)), p) for p in (self.root / HEALTH).glob("restart-*.json")
+                 if (m := _HEALTH_SUMMARY.match(p.name))]
+        return [p for _, p in sorted(found)]
 
     # --- reading back
     def job_outputs(self) -> list[Path]:

@@ -24,10 +24,10 @@ from hpclaunch.config.base import dump
 from hpclaunch.config.profile import asset_store
 from hpclaunch.core import cache
 from hpclaunch.core.paths import search_dirs
-from hpclaunch.core.shell import ShellExpr, oneline, quote, shell_path
+from hpclaunch.core.shell import ShellExpr, join, oneline, quote, shell_path
 from hpclaunch.core.version import __version__
 from hpclaunch.errors import ConfigError, NotFoundError
-from hpclaunch.launchers import get_launcher
+from hpclaunch.launchers import containers, get_launcher
 from hpclaunch.launchers.collectives import collective_env
 from hpclaunch.schedulers import get_scheduler
 from hpclaunch.state import runfiles
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from hpclaunch.config.profile import Profile, PythonEnv
 
 HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imported: render stays light)
+HEALTH_EXIT_CODE = 75  # hpclaunch.runtime.node.health.HEALTH_EXIT_CODE (not imported: render stays light)
+STRAGGLER_WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"  # hpclaunch.runtime.node.progress.WINDOW_ENV
+STRAGGLER_FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"  # hpclaunch.runtime.node.progress.FACTOR_ENV
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
@@ -177,12 +180,16 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         # OMP_NUM_THREADS; the recipe's own env.OMP_NUM_THREADS wins
         "env": {**collective_env(spec.profile.accelerator, spec.profile.collective_timeout, files.logs),
                 **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env,
-                "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank), **spec.recipe.env},
+                "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank),
+                STRAGGLER_FACTOR_ENV: f"{spec.profile.stragglers.factor:g}",
+                STRAGGLER_WINDOW_ENV: str(spec.profile.stragglers.window), **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)
         "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(
             f"${{{runfiles.ENV_RESTART}}}")),
         "hung_exit_code": HUNG_EXIT_CODE,
+        "health_exit_code": HEALTH_EXIT_CODE,
+        **_health_commands(spec, run_dir),
         "node_script": launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }
@@ -194,6 +201,21 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
     files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
     return Rendered(script=script, files=files_out)
+
+
+def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
+    """Each node's health check before step 0 and the verdict over every node (hpclaunch/runtime/node/health.py),
+    as shell commands, in the profile's Apptainer container where it has one (pyxis: the scheduler's step puts it
+    there); the scheduler's part adds --expect-devices where it asks for devices."""
+    h = spec.health
+    module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health"]
+    check: list[containers.Word] = [*module, "check", "--min-free-gib", f"{h.min_free_gib:g}",
+                         "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}", "--allreduce-mib", str(h.allreduce_mib),
+                         "--timeout", f"{h.timeout:g}"]
+    check += [] if h.allreduce else ["--no-allreduce"]
+    check += ["--scratch", shell_path(h.scratch)] if h.scratch else []
+    return {"health_command": join(containers.wrap(spec, run_dir, check)),
+            "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict"]))}
 
 
 _MARK = "@JOB@"

@@ -306,6 +306,20 @@ def _checkpointing(recipe: Recipe, profile: Profile, time: str) -> dict[str, Any
             "write_gbps": profile.storage.write_gbps}
 
 
+def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
+    """The recipe's health settings (--set health.enabled=false) over the profile's; the profile's `enabled: null`
+    is on for every scheduler but local (one node on this machine: nothing across nodes to check)."""
+    mine, site = recipe.health, profile.health
+    enabled = mine.enabled if mine.enabled is not None else site.enabled
+    return {
+        "enabled": profile.scheduler != "local" if enabled is None else enabled,
+        "min_free_gib": site.min_free_gib if mine.min_free_gib is None else mine.min_free_gib,
+        "min_allreduce_gbps": site.min_allreduce_gbps if mine.min_allreduce_gbps is None else mine.min_allreduce_gbps,
+        "allreduce": site.allreduce, "allreduce_mib": site.allreduce_mib, "scratch": site.scratch,
+        "timeout": site.timeout,
+    }
+
+
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
 
 
@@ -550,7 +564,8 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   profile_ref=profile_ref, partition=partition, nodes=layout.nodes,
                   gpus_per_node=layout.gpus_per_node, time=time,
                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
-                  sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile), retries=cli.retries,
+                  sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile),
+                  health=_health(recipe, profile), retries=cli.retries,
                   resources=_resources(cli, recipe, profile, partition, layout),
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,

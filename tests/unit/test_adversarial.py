@@ -460,7 +460,8 @@ def test_ascend_devices_come_from_the_slurm_allocation(hpclaunch, hpc_home):
     run = Path(json.loads(_dry(hpclaunch, "allreduce", "--profile", "ascend-910", "--layout", "1n2g").stdout)
                ["run_dir"])
     script = (run / "job.sbatch").read_text()
-    line = next(x for x in script.splitlines() if x.startswith("  bash -c 'export HPCLAUNCH_NODE_RANK"))
+    # the launch step's: the node health step's, before it, starts alike
+    line = [x for x in script.splitlines() if x.startswith("  bash -c 'export HPCLAUNCH_NODE_RANK")][-1]
     prefix = line.split("'", 1)[1].split("\n")[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_", "HPCLAUNCH_DEV"))}
     for given, want in (({"SLURM_STEP_GPUS": "4,5"}, "4,5"), ({"SLURM_JOB_GPUS": "6,7"}, "6,7"),

@@ -21,8 +21,8 @@ def sbatch_lines(script: str) -> list[str]:
 
 
 def _step(script: str) -> str:
-    (line,) = [ln.strip() for ln in script.splitlines() if ln.strip().startswith("--cpus-per-task=")]
-    return line
+    """The launch step's options (the node health step's, before it, ask the same)."""
+    return [ln.strip() for ln in script.splitlines() if ln.strip().startswith("--cpus-per-task=")][-1]
 
 
 def refused(result: Result, hpc_home: Path, *words: str) -> None:

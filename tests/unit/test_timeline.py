@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import time
 from pathlib import Path
 
@@ -76,10 +77,12 @@ def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpcla
 
     job = _submit_and_follow(hpclaunch, str(REPO / "recipes" / "gpt2"), "--preset", "tiny",
                              "--set", "train.max_steps=4", "--set", "train.log_every=1",
-                             "--set", "train.save_every=0", "--set", "train.eval_steps=2")
+                             "--set", "train.save_every=0", "--set", "train.eval_steps=2",
+                             "--set", "health.enabled=true")  # off by default on local; here: every phase
     status = _status(hpclaunch, job)
     (entry,) = status["timeline"]
     assert _in_order(entry) == list(timeline.PHASES)
+    assert status["health"]["ok"] and [n["host"] for n in status["health"]["nodes"]] == [socket.gethostname()]
     assert list(entry["durations"]) == list(timeline.SPANS.values())
     assert entry["startup_s"] == pytest.approx(entry["phases"]["first_step"] - entry["phases"]["started"], abs=1e-3)
     text = hpclaunch("status", job).output

@@ -8,7 +8,8 @@ scheduler. Rank RANK, after finishing optimizer step STEP, then
     kill      sends itself SIGKILL (exit -9, as the OOM killer does)
     nodefail  SIGKILLs every process of the job on its node at once, the node supervisor and the
               scheduler's task included, as when the node is lost
-    slow      becomes a straggler: every later step takes 5x as long
+    slow      becomes a straggler: every later step takes 5x as long (the extra time outside the collectives,
+              in the data phase, as a rank reading from a slow disk: the others wait for it in theirs)
 
 A comma-separated list rehearses several faults in one run (``kill:1:20,hang:1:60,nodefail:0:100``): each
 fires once across the job's restarts, relaunches and retries; the ones that fired are remembered in
@@ -71,7 +72,10 @@ class Injector:
             self._remember(f)
             print(f"hpclaunch: fault injection: {f.kind} on rank {self.rank} after step {step}", flush=True)
             _FIRE[f.kind](self, step)
-        if self.slow:
+        if self.slow:  # the extra time in the data phase, outside the collectives: the others wait in theirs
+            from hpclaunch.runtime.node import progress
+
+            progress.enter("data", step)
             time.sleep(max(seconds, 0.0) * (SLOW_FACTOR - 1))
 
     def _remember(self, f: Fault) -> None:

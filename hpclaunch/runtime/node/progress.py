@@ -7,7 +7,13 @@ collective or a device wait still gets its last state written, because those wai
 
 Phases: init (imports, process group, model), data (fetching a batch), forward (forward and backward,
 with the gradient all-reduce), optimizer (step; ZeRO's collectives), collective (the log step's
-all-reduce), eval, checkpoint, done. Standard library only.
+all-reduce), eval, checkpoint, done.
+
+For stragglers (hpclaunch/state/stragglers.py) the record also holds ``win``: [steps, seconds, waiting seconds]
+summed over the rank's last HPCLAUNCH_STRAGGLER_WINDOW finished steps (the profile's stragglers.window): the
+wall time from one finished optimizer step to the next, and the part of it spent in WAITING_PHASES, where a
+rank waits for its peers; and ``sf``, the profile's stragglers.factor (HPCLAUNCH_STRAGGLER_FACTOR), so that
+`status` judges them without reading the job's YAML. Standard library only.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
-RECORD_BYTES = 256
+RECORD_BYTES = 384
+WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"
+FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"
+DEFAULT_WINDOW = 10
 _HOST = socket.gethostname()
 PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
 # Phases in which a rank waits for its peers when one of them stops.
@@ -31,9 +41,12 @@ WAITING_PHASES = frozenset({"forward", "optimizer", "collective", "checkpoint"})
 class Progress:
     """One rank's progress record and the thread that writes it."""
 
-    def __init__(self, path: Path | None, rank: int, interval: float = 1.0) -> None:
-        self.path, self.rank, self.interval = path, rank, interval
+    def __init__(self, path: Path | None, rank: int, interval: float = 1.0, window: int = DEFAULT_WINDOW,
+                 factor: float | None = None) -> None:
+        self.path, self.rank, self.interval, self.factor = path, rank, interval, factor
         self.step, self.phase, self.changed = 0, "init", time.time()
+        self.steps: deque[tuple[float, float]] = deque(maxlen=max(window, 1))  # (seconds, waiting) per step
+        self._waited, self._step_end = 0.0, 0.0
         self._written: tuple[int, str, float] | None = None
         self._lock = threading.Lock()
         self._fd: int | None = None
@@ -46,10 +59,26 @@ class Progress:
     def enter(self, phase: str, step: int | None = None) -> None:
         """Cheap: attribute stores only (called several times per training step)."""
         if phase != self.phase or (step is not None and step != self.step):
+            now = time.time()
+            if self.phase in WAITING_PHASES:
+                self._waited += now - self.changed
+            if step is not None and step > self.step and phase == "optimizer":
+                self._finished_step(now)
             if step is not None:
                 self.step = step
             self.phase = phase
-            self.changed = time.time()
+            self.changed = now
+
+    def _finished_step(self, now: float) -> None:
+        """An optimizer step finished: its time since the one before and the part spent waiting; the first after
+        the start (imports, warm-up) only starts the count."""
+        if self._step_end:
+            self.steps.append((now - self._step_end, self._waited))
+        self._step_end, self._waited = now, 0.0
+
+    def window(self) -> list[float]:
+        """[steps, seconds, waiting seconds] over the window."""
+        return [len(self.steps), round(sum(s for s, _ in self.steps), 3), round(sum(w for _, w in self.steps), 3)]
 
     def flush(self) -> None:
         """Write the record now, if it changed (also called at phase ends that matter: done, checkpoint)."""
@@ -60,7 +89,8 @@ class Progress:
             if state == self._written:
                 return
             record = json.dumps({"rank": self.rank, "step": state[0], "phase": state[1], "t": round(state[2], 3),
-                                 "host": _HOST, "pid": os.getpid()})
+                                 "host": _HOST, "pid": os.getpid(), "win": self.window(),
+                                 "sf": self.factor})
             os.pwrite(self._fd, record.encode().ljust(RECORD_BYTES), 0)
             self._written = state
 
@@ -83,7 +113,10 @@ def current() -> Progress:
         rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")) or 0)
         restart = int(os.environ.get(ENV_RESTART, "0") or 0)
         run = RunFiles.from_env() if os.environ.get("HPCLAUNCH_RUN_DIR") else None
-        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank))
+        window = int(os.environ.get(WINDOW_ENV, "") or DEFAULT_WINDOW)
+        factor = float(os.environ.get(FACTOR_ENV, "") or 0) or None
+        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank, window=window,
+                                 factor=factor))
     return _CURRENT[0]
 
 

@@ -1,0 +1,90 @@
+"""Stragglers: ranks whose step time stays above `factor` x the median rank's, from the per-rank progress records
+(RUN_DIR/progress/rank-<R>.restart-<N>.json, written by hpclaunch/runtime/node/progress.py), read by `status`,
+`watch` and `report`.
+
+In data-parallel training every rank's wall time per step is the same: the fast ranks wait for the slow one in
+the step's collectives. Each record therefore carries, over the rank's last window of finished steps, the wall
+seconds and the seconds spent waiting for its peers (``win``: [steps, seconds, waiting]). The rank that waited
+least is the one the others waited for; a rank's own step time is its wall time less what it waited beyond that
+least wait:
+
+    own(r) = seconds(r)/steps(r) - (waiting(r)/steps(r) - min over ranks of waiting/steps)
+
+A rank whose own step time is more than `factor` x the median rank's over the window, and more than it by at least
+MIN_SHARE of the median wall time per step, is named, with its host. (The second condition keeps noise out: where
+every rank waits nearly the whole step, own times are milliseconds, and 2 ms against 1 ms is no straggler.)
+Time a rank spends computing in the forward and backward pass is counted as waiting (the gradient all-reduce
+runs inside it): a rank slow in its data loading or host work is seen, one whose device computes slowly is not.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from hpclaunch.state.runfiles import RunFiles
+
+DEFAULT_FACTOR = 1.2
+MIN_STEPS = 3  # a window shorter than this (the first steps) says nothing yet
+MIN_SHARE = 0.05  # a straggler's own step time exceeds the median's by at least this share of a step's wall time
+
+
+def _records(run: RunFiles) -> list[dict[str, Any]]:
+    """The records of the newest restart that has any."""
+    restarts = sorted({int(p.name.split(".restart-")[1].split(".")[0]) for p in run.progress.glob("rank-*.json")}
+                      ) if run.progress.is_dir() else []
+    for restart in reversed(restarts):
+        out = []
+        for path in run.progress_files(restart):
+            try:
+                rec = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
+            except (OSError, ValueError):
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("rank"), int):
+                out.append({**rec, "restart": restart})
+        if out:
+            return out
+    return []
+
+
+def _window(rec: dict[str, Any]) -> tuple[int, float, float] | None:
+    win = rec.get("win")
+    if not (isinstance(win, list) and len(win) == 3 and all(isinstance(v, (int, float)) for v in win)):
+        return None
+    steps, seconds, waiting = int(win[0]), float(win[1]), float(win[2])
+    return (steps, seconds, waiting) if steps >= MIN_STEPS and seconds > 0 else None
+
+
+def find(run: RunFiles, factor: float | None = None) -> list[dict[str, Any]]:
+    """The stragglers of the newest restart, slowest first: rank, host, restart, step, steps (the window),
+    step_s (its own step time), median_s, ratio; [] with fewer than two ranks to compare. `factor`: by default the
+    job's stragglers.factor, as its ranks wrote it into their records (``sf``), else DEFAULT_FACTOR."""
+    windows = {}
+    records = {}
+    for rec in _records(run):
+        w = _window(rec)
+        if w is not None:
+            windows[rec["rank"]], records[rec["rank"]] = w, rec
+    if len(windows) < 2:
+        return []
+    if factor is None:
+        written = [r["sf"] for r in records.values() if isinstance(r.get("sf"), (int, float)) and r["sf"] > 1]
+        factor = float(written[0]) if written else DEFAULT_FACTOR
+    least_wait = min(waiting / steps for steps, _, waiting in windows.values())
+    own = {rank: seconds / steps - (waiting / steps - least_wait)
+           for rank, (steps, seconds, waiting) in windows.items()}
+    median = statistics.median(own.values())
+    floor = MIN_SHARE * statistics.median(seconds / steps for steps, seconds, _ in windows.values())
+    out = [{"rank": rank, "host": records[rank].get("host"), "restart": records[rank]["restart"],
+            "step": records[rank].get("step"), "steps": windows[rank][0], "step_s": round(s, 4),
+            "median_s": round(median, 4), "ratio": round(s / median, 2) if median > 0 else None}
+           for rank, s in own.items() if median > 0 and s > factor * median and s - median > floor]
+    return sorted(out, key=lambda r: -r["step_s"])
+
+
+def describe(found: dict[str, Any]) -> str:
+    """rank 1 on node2: 0.52 s/step, 3.1x the median 0.17 s (last 10 steps)"""
+    return (f"rank {found['rank']} on {found['host'] or '?'}: {found['step_s']:.3g} s/step, {found['ratio']}x the "
+            f"median {found['median_s']:.3g} s (last {found['steps']} steps)")
