@@ -26,11 +26,11 @@ from typing import Any
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles, read_json_lines
 
-# the timeline spans of the start-up, the first step excluded (it trains)
-_STARTUP_SPANS = tuple(timeline.SPANS[p] for p in timeline.STARTUP if p != "first_step")
+# the timeline spans of the start-up, the first step (it trains) and the health checks (their own line) excluded
+_STARTUP_SPANS = tuple(timeline.SPANS[p] for p in timeline.STARTUP if p not in ("first_step", "health_checked"))
 _WORDS = {"startup": "start-up", "health": "health checks", "checkpoint_blocked": "checkpoints blocking",
           "recomputed": "work done again", "recovery": "recovery"}
-HEALTH_SPAN = "health"  # a span some job scripts stamp before the launch (the node health checks)
+HEALTH_SPAN = timeline.SPANS["health_checked"]  # the node health checks before the launch
 
 
 def _span(entry: Mapping[str, Any]) -> tuple[float, float] | None:

@@ -122,7 +122,8 @@ def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpcla
     phases = entry["phases"]
     assert led["allocated_s"] == pytest.approx(phases["finished"] - phases["started"], abs=1e-2)
     lost = led["lost_s"]
-    assert lost["startup"] == pytest.approx(phases["data_ready"] - phases["started"], abs=1e-2)
+    assert lost["startup"] + lost["health"] == pytest.approx(phases["data_ready"] - phases["started"], abs=1e-2)
+    assert lost["health"] == pytest.approx(entry["durations"]["health"], abs=1e-3)
     assert led["productive_s"] + sum(lost.values()) == pytest.approx(led["allocated_s"], abs=1e-2)
     assert 0 < led["goodput"] == pytest.approx(led["productive_s"] / led["allocated_s"], abs=1e-3)
     assert f"goodput {100 * led['goodput']:.1f} % of 1 node(s) x " in hpclaunch("report", job).output
