@@ -7,8 +7,9 @@ import re
 from typing import NamedTuple
 
 ENV = "HPCLAUNCH_INJECT"
-KINDS = ("hang", "crash", "kill", "slow", "nodefail")
-PATTERN = re.compile(r"^(hang|crash|kill|slow|nodefail):(\d{1,6}):(\d{1,9})$")
+KINDS = ("hang", "crash", "kill", "slow", "nodefail", "sick")
+BEFORE_START = frozenset({"sick"})  # faults of the health check before step 0: RANK names a node of the allocation
+PATTERN = re.compile(r"^(hang|crash|kill|slow|nodefail|sick):(\d{1,6}):(\d{1,9})$")
 MAX_FAULTS = 32
 
 

@@ -362,6 +362,11 @@ class RunFiles:
     def health_summary(self, restart: int | str) -> Path:
         return self.root / HEALTH / f"restart-{restart}.json"
 
+    def health_launch_nodes(self, restart: int | str) -> Path:
+        """The launch's nodes after spares took the place of nodes that failed the health check (line 1) and the
+        nodes dropped (line 2); absent when no node was replaced. The job script reads it (health.sh.j2)."""
+        return self.root / HEALTH / f"launch-nodes.restart-{restart}"
+
     def health_summaries(self) -> list[Path]:
         """Every restart's merged health verdict, oldest restart first."""
         found = [(int(m.group(1)), p) for p in (self.root / HEALTH).glob("restart-*.json")

@@ -214,8 +214,9 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
                          "--timeout", f"{h.timeout:g}"]
     check += [] if h.allreduce else ["--no-allreduce"]
     check += ["--scratch", shell_path(h.scratch)] if h.scratch else []
+    spares = ["--spares", str(spec.spare_nodes)] if spec.spare_nodes else []
     return {"health_command": join(containers.wrap(spec, run_dir, check)),
-            "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict"]))}
+            "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict", *spares]))}
 
 
 _MARK = "@JOB@"

@@ -102,3 +102,27 @@ def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_a
     assert "health_checked" in entry["phases"] and "launched" not in entry["phases"]
     diagnosis = hpclaunch(env, "logs", job, "--diagnose", check=False).stdout
     assert "cause: hpclaunch stopped the job" in diagnosis and "failed health check free_space" in diagnosis
+
+
+def test_a_node_failing_its_health_check_is_replaced_by_a_spare(env):  # noqa: F811
+    """2 nodes + 1 spare, node 0 of the allocation made to fail (HPCLAUNCH_INJECT=sick:0:0): every node of the
+    allocation is checked, the launch runs on the other two at the same world size, and the job completes."""
+    sub = submit({**env, "HPCLAUNCH_INJECT": "sick:0:0"}, *TINY, "--set", "train.max_steps=6", "--spare-nodes", "1")
+    job, run_dir = sub["job_id"], Path(sub["run_dir"])
+    seen = wait_state(env, job, ENDED, timeout=600)
+    out = (run_dir / "logs" / f"job.{job}.out").read_text()
+    assert seen[-1] == "COMPLETED", (seen, out[-3000:])
+    nodelist = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
+                              text=True).stdout.strip()
+    allocation = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                                text=True).stdout.split()
+    assert len(allocation) == 3, allocation
+    verdict = json.loads((run_dir / "health" / "restart-0.json").read_text())
+    assert [n["host"] for n in verdict["nodes"]] == allocation  # the spare was checked too
+    assert verdict["failed_hosts"] == [allocation[0]] and verdict["launch_nodes"] == allocation[1:]
+    assert f"{allocation[0]} failed; spare node(s) take their place: the launch runs on " \
+           f"{','.join(allocation[1:])}" in out, out[-3000:]
+    ranks = {json.loads((run_dir / "progress" / f"rank-{r}.restart-0.json").read_bytes().rstrip(b" "))["host"]
+             for r in (0, 1)}
+    assert ranks == set(allocation[1:])
+    assert not (run_dir / "stop_reason").exists()

@@ -219,3 +219,46 @@ def test_the_dry_run_shows_the_health_step_with_its_settings_and_it_can_be_turne
     assert off.exit_code == 0 and "node health" not in off.output and "runtime.node.health" not in off.output
     local = hpclaunch("submit", "allreduce", "--profile", "local", "--dry-run")
     assert local.exit_code == 0 and "runtime.node.health" not in local.output  # off by default on local
+
+
+def test_spare_nodes_that_passed_take_the_place_of_a_failing_node(tmp_path):
+    """2 nodes + 1 spare: node2 fails, node1 and node3 (the spare) passed: the launch goes on with node1,node3 (the
+    job script reads them from health/launch-nodes.restart-0), exit 0, no stop_reason."""
+    run = RunFiles(tmp_path)
+    ok = {"name": "free_space", "ok": True, "detail": "free"}
+    _node_file(run, 0, "node1", ok)
+    _node_file(run, 1, "node2", {"name": "injected", "ok": False, "detail": "HPCLAUNCH_INJECT=sick:1:0"})
+    _node_file(run, 2, "node3", ok)
+    env = {"HPCLAUNCH_RUN_DIR": str(tmp_path), "HPCLAUNCH_NNODES": "2", "HPCLAUNCH_RESTART": "0",
+           "HPCLAUNCH_ALLOCATION": "node1,node2,node3"}
+    proc = _module("verdict", "--spares", "1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: node node2 (node 1) failed health check injected" in proc.stderr
+    assert "node2 failed; spare node(s) take their place: the launch runs on node1,node3" in proc.stdout
+    assert run.health_launch_nodes(0).read_text() == "node1,node3\nnode2\n"
+    assert not run.stop_reason.exists()
+    assert json.loads(run.health_summary(0).read_text())["launch_nodes"] == ["node1", "node3"]
+
+
+def test_too_few_healthy_nodes_end_the_job_even_with_a_spare(tmp_path):
+    run = RunFiles(tmp_path)
+    bad = {"name": "injected", "ok": False, "detail": "sick"}
+    _node_file(run, 0, "node1", bad)
+    _node_file(run, 1, "node2", bad)
+    _node_file(run, 2, "node3", {"name": "free_space", "ok": True, "detail": "free"})
+    env = {"HPCLAUNCH_RUN_DIR": str(tmp_path), "HPCLAUNCH_NNODES": "2", "HPCLAUNCH_RESTART": "0",
+           "HPCLAUNCH_ALLOCATION": "node1,node2,node3"}
+    proc = _module("verdict", "--spares", "1", env=env)
+    assert proc.returncode == health.HEALTH_EXIT_CODE
+    assert not run.health_launch_nodes(0).exists() and run.stop_reason.is_file()
+
+
+def test_sick_names_a_node_of_the_allocation_and_no_rank_trips_on_it(tmp_path):
+    """`sick:NODE:0` fails that node's health check; the training loop's injector never fires it."""
+    from hpclaunch.config.faults import parse_list
+    from hpclaunch.runtime.node.inject import Injector
+
+    env = {"HPCLAUNCH_INJECT": "sick:1:0,kill:1:5"}
+    assert health._sick(env, 1) and not health._sick(env, 0)
+    injector = Injector(parse_list(env["HPCLAUNCH_INJECT"]), rank=1)
+    assert [str(f) for f in injector.faults] == ["kill:1:5"]

@@ -18,7 +18,12 @@ The job script (templates/blocks/health.sh.j2) runs ``check`` once per node (one
 ``verdict`` (once, in the job script) reads every node's file, writes RUN_DIR/health/restart-<R>.json
 (``ok``, ``nodes``, ``failed``: one {node, host, check, detail} per failing check; a node without a file
 failed check ``result``), prints one line per failure, writes RUN_DIR/stop_reason and exits with
-``HEALTH_EXIT_CODE`` when a node failed. ``--failed-nodes`` prints the failing hosts of the newest checked
+``HEALTH_EXIT_CODE`` when a node failed. The check runs on every node of the allocation, spare nodes
+(``submit --spare-nodes``) included: when nodes fail and enough healthy ones remain (``verdict --spares K``), the
+first healthy nodes take the launch at the same world size and ``verdict`` writes them to
+RUN_DIR/health/launch-nodes.restart-<R> (line 1: the launch's nodes, line 2: the nodes dropped) instead of
+ending the job. ``HPCLAUNCH_INJECT=sick:NODE:0`` fails node NODE of the allocation (0-based, spares
+included) on purpose, to rehearse it. ``--failed-nodes`` prints the failing hosts of the newest checked
 restart, comma-separated (srun's ``--exclude`` form), for whatever replaces them. Standard library only.
 """
 
@@ -32,7 +37,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +180,22 @@ def run_checks(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
               check_free_space({"run root": run.root, "scratch": scratch}, args.min_free_gib)]
     if args.allreduce:
         checks.append(check_allreduce(env, args.allreduce_mib, args.timeout, args.min_allreduce_gbps))
-    return {"node": int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0), "host": socket.gethostname(),
+    node = int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0)
+    if _sick(env, node):
+        checks.append(_check("injected", False, f"HPCLAUNCH_INJECT=sick:{node}:0 (a rehearsal: this node fails)"))
+    return {"node": node, "host": socket.gethostname(),
             "ok": all(c["ok"] is not False for c in checks), "checks": checks,
             "started": round(t0, 3), "seconds": round(time.time() - t0, 3)}
+
+
+def _sick(env: dict[str, str], node: int) -> bool:
+    """Whether HPCLAUNCH_INJECT names this node of the allocation `sick` (a malformed list was refused at submit)."""
+    from hpclaunch.config.faults import ENV, parse_list
+
+    try:
+        return any(f.kind == "sick" and f.rank == node for f in parse_list(env.get(ENV, ""))) if env.get(ENV) else False
+    except ValueError:
+        return False
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -200,14 +218,15 @@ def check_main(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0  # the verdict, once every node wrote its file, decides
 
 
-def verdict(run: RunFiles, restart: int, nodes: int) -> dict[str, Any]:
-    """Every node's record of this restart merged: ok, nodes, failed (node, host, check, detail)."""
+def verdict(run: RunFiles, restart: int, nodes: int, hosts: Sequence[str] = ()) -> dict[str, Any]:
+    """Every node's record of this restart merged: ok, nodes, failed (node, host, check, detail); `hosts`, the
+    allocation's nodes in order, names a node that wrote no record."""
     records, failed = [], []
     for node in range(nodes):
         try:
             rec = json.loads(run.health_node(node, restart).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            failed.append({"node": node, "host": None, "check": "result",
+            failed.append({"node": node, "host": hosts[node] if node < len(hosts) else None, "check": "result",
                            "detail": "no health result from this node (its task did not start or died)"})
             continue
         records.append(rec)
@@ -217,12 +236,37 @@ def verdict(run: RunFiles, restart: int, nodes: int) -> dict[str, Any]:
             "failed_hosts": sorted({f["host"] for f in failed if f["host"]})}
 
 
-def verdict_main(env: dict[str, str]) -> int:
+def _replace(run: RunFiles, restart: int, found: dict[str, Any], hosts: Sequence[str], need: int) -> bool:
+    """With spares: the first `need` healthy nodes of the allocation take the launch (written for the job
+    script); False when too few are healthy or a failing node is not known by name."""
+    if any(f["host"] is None for f in found["failed"]):
+        return False
+    healthy = [h for h in hosts if h not in found["failed_hosts"]]
+    if len(healthy) < need:
+        return False
+    found["launch_nodes"] = healthy[:need]
+    path = run.health_launch_nodes(restart)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(",".join(healthy[:need]) + "\n" + ",".join(found["failed_hosts"]) + "\n", encoding="utf-8")
+    return True
+
+
+def verdict_main(env: dict[str, str], spares: int = 0) -> int:
     run, restart = RunFiles.from_env(env), _restart(env)
-    found = verdict(run, restart, int(env.get("HPCLAUNCH_NNODES", "1") or 1))
+    need = int(env.get("HPCLAUNCH_NNODES", "1") or 1)
+    hosts = [h for h in env.get("HPCLAUNCH_ALLOCATION", "").split(",") if h]
+    found = verdict(run, restart, need + spares, hosts)
+    replaced = not found["ok"] and spares > 0 and _replace(run, restart, found, hosts, need)
     _write(run.health_summary(restart), found)
     if found["ok"]:
         print(f"hpclaunch: node health: {len(found['nodes'])} node(s) passed ({run.health_summary(restart)})")
+        return 0
+    if replaced:
+        for f in found["failed"]:
+            print(f"hpclaunch: warning: node {f['host']} (node {f['node']}) failed health check {f['check']}: "
+                  f"{f['detail']}", file=sys.stderr, flush=True)
+        print(f"hpclaunch: node health: {','.join(found['failed_hosts'])} failed; spare node(s) take their place: "
+              f"the launch runs on {','.join(found['launch_nodes'])}", flush=True)
         return 0
     lines = [f"node {f['host'] or '?'} (node {f['node']}) failed health check {f['check']}: {f['detail']}"
              for f in found["failed"]]
@@ -250,6 +294,7 @@ def failed_nodes(run: RunFiles) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hpclaunch.runtime.node.health", description=__doc__.split("\n")[0])
     p.add_argument("mode", nargs="?", choices=("check", "verdict"), help="check: this node; verdict: every node")
+    p.add_argument("--spares", type=int, default=0, help="verdict: spare nodes in the allocation after the launch's")
     p.add_argument("--failed-nodes", action="store_true", help="print the failing hosts of the newest verdict")
     p.add_argument("--run-dir", help="the run directory (default: HPCLAUNCH_RUN_DIR)")
     p.add_argument("--expect-devices", type=int, help="devices the allocation must give each node")
@@ -273,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "check":
         return check_main(args, env)
     if args.mode == "verdict":
-        return verdict_main(env)
+        return verdict_main(env, args.spares)
     _parser().print_usage(sys.stderr)
     return 2
 

@@ -8,6 +8,8 @@ scheduler. Rank RANK, after finishing optimizer step STEP, then
     kill      sends itself SIGKILL (exit -9, as the OOM killer does)
     nodefail  SIGKILLs every process of the job on its node at once, the node supervisor and the
               scheduler's task included, as when the node is lost
+    sick      (RANK is a node of the allocation, spares included, STEP 0) fails that node's health check
+              before step 0 (hpclaunch/runtime/node/health.py), as a node with a bad device would
     slow      becomes a straggler: every later step takes 5x as long (the extra time outside the collectives,
               in the data phase, as a rank reading from a slow disk: the others wait for it in theirs)
 
@@ -25,7 +27,7 @@ import socket
 import time
 from pathlib import Path
 
-from hpclaunch.config.faults import ENV, Fault, parse_list
+from hpclaunch.config.faults import BEFORE_START, ENV, Fault, parse_list
 from hpclaunch.runtime.node.supervise import TAG_VAR, tagged
 from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles
 
@@ -56,7 +58,7 @@ class Injector:
     def __init__(self, faults: Fault | tuple[Fault, ...] | None, rank: int, record: Path | None = None) -> None:
         given = (faults,) if isinstance(faults, Fault) else (faults or ())
         done = fired(record)
-        self.faults = [f for f in given if f.rank == rank and str(f) not in done]
+        self.faults = [f for f in given if f.rank == rank and str(f) not in done and f.kind not in BEFORE_START]
         self.rank, self.record = rank, record
         self.slow = False
 
