@@ -211,7 +211,7 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health"]
     check: list[containers.Word] = [*module, "check", "--min-free-gib", f"{h.min_free_gib:g}",
                          "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}", "--allreduce-mib", str(h.allreduce_mib),
-                         "--timeout", f"{h.timeout:g}"]
+                         "--timeout", f"{h.timeout:g}", "--nodes", str(spec.nodes + spec.spare_nodes)]
     check += [] if h.allreduce else ["--no-allreduce"]
     check += ["--scratch", shell_path(h.scratch)] if h.scratch else []
     spares = ["--spares", str(spec.spare_nodes)] if spec.spare_nodes else []

@@ -6,7 +6,6 @@ nodes and the check."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -27,11 +26,16 @@ def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
 
 
 def _hosts(run_dir: Path, job: str) -> list[str]:
-    """The job's nodes in order (node rank 0 first), as its script printed SLURM_JOB_NODELIST."""
-    out = (run_dir / "logs" / f"job.{job}.out").read_text()
-    nodes = re.search(r"^hpclaunch: job \S+ restart 0 on (\S+), head ", out, re.MULTILINE)
-    assert nodes, out[-2000:]
-    found = subprocess.run(["scontrol", "show", "hostnames", nodes.group(1)], capture_output=True, text=True)
+    """The job's nodes in order (node 0 of the allocation first), as Slurm's accounting has them (a job whose
+    health check failed printed no launch line)."""
+    nodelist = ""
+    for _ in range(60):  # sacct may not have the nodes in the first second after the job started
+        nodelist = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
+                                  text=True).stdout.strip()
+        if nodelist and nodelist != "None assigned":
+            break
+        time.sleep(1)
+    found = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
     return found.stdout.split()
 
 
@@ -90,7 +94,7 @@ def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_a
     assert f"node health check failed before step 0: the job ends (exit 75); failing nodes: {','.join(hosts)}" in out
     assert "launch exited with code 75" in out
     assert not list((run_dir / "logs").glob("rank-*.log")), "a rank started"
-    assert not list(run_dir.glob("metrics/*")) and not list(run_dir.glob("progress/*")), "a rank started"
+    assert not list(run_dir.glob("metrics/*")) and not list(run_dir.glob("progress/rank-*")), "a rank started"
     assert (run_dir / "stop_reason").read_text().startswith(f"node health check failed before step 0: node {hosts[0]}")
     text = hpclaunch(env, "status", job).stdout
     assert "stopped by hpclaunch: node health check failed before step 0" in text
@@ -112,10 +116,7 @@ def test_a_node_failing_its_health_check_is_replaced_by_a_spare(env):  # noqa: F
     seen = wait_state(env, job, ENDED, timeout=600)
     out = (run_dir / "logs" / f"job.{job}.out").read_text()
     assert seen[-1] == "COMPLETED", (seen, out[-3000:])
-    nodelist = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
-                              text=True).stdout.strip()
-    allocation = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                                text=True).stdout.split()
+    allocation = _hosts(run_dir, job)
     assert len(allocation) == 3, allocation
     verdict = json.loads((run_dir / "health" / "restart-0.json").read_text())
     assert [n["host"] for n in verdict["nodes"]] == allocation  # the spare was checked too

@@ -212,7 +212,7 @@ def test_the_dry_run_shows_the_health_step_with_its_settings_and_it_can_be_turne
     assert shown.exit_code == 0, shown.output
     assert "# --- node health before step 0" in shown.output
     assert ("hpclaunch.runtime.node.health check --min-free-gib 5 --min-allreduce-gbps 0.5 --allreduce-mib 16 "
-            "--timeout 120 --scratch /local/scratch --expect-devices") in shown.output
+            "--timeout 120 --nodes 2 --scratch /local/scratch --expect-devices") in shown.output
     assert "hpclaunch_stamp health_checked" in shown.output
     off = hpclaunch("submit", "allreduce", "--profile", profile, "--nodes", "2", "--dry-run",
                     "--set", "health.enabled=false")

@@ -37,6 +37,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -144,15 +145,27 @@ def check_free_space(places: dict[str, Path], min_gib: float) -> Check:
     return _check("free_space", not low, "; ".join(low) or f"free: {words}", free_gib=free)
 
 
-def check_allreduce(env: dict[str, str], mib: int, timeout: float, min_gbps: float) -> Check:
-    """The all-reduce module in a child process with this python (it imports torch; this module may not)."""
-    nodes = int(env.get("HPCLAUNCH_NNODES", "1") or 1)
+def _rendezvous(env: dict[str, str]) -> tuple[str, str]:
+    """Where the nodes meet for the all-reduce: the head node (its IPv4 address; the launch's rendezvous is not set
+    up yet) and a port of this job and restart in 20000-31999, away from the one the launch derives."""
+    head = env.get("MASTER_IP") or env.get("MASTER_ADDR") or env.get("HPCLAUNCH_HEAD_NODE") or "127.0.0.1"
+    try:
+        head = socket.gethostbyname(head)
+    except OSError:
+        pass
+    key = f"{env.get('HPCLAUNCH_JOB_ID', '')}.{env.get(ENV_RESTART, '0')}.health".encode()
+    return head, str(20000 + zlib.crc32(key) % 12000)
+
+
+def check_allreduce(env: dict[str, str], mib: int, timeout: float, min_gbps: float, nodes: int = 0) -> Check:
+    """The all-reduce module in a child process with this python (it imports torch; this module may not), over
+    `nodes` nodes (every node of the health check's step; 0: HPCLAUNCH_NNODES)."""
+    nodes = nodes or int(env.get("HPCLAUNCH_NNODES", "1") or 1)
     if nodes < 2:
         return _check("allreduce", None, "one node: no all-reduce across nodes to measure")
+    addr, port = _rendezvous(env)
     child = {**env, "RANK": env.get("HPCLAUNCH_NODE_RANK", "0"), "WORLD_SIZE": str(nodes), "LOCAL_RANK": "0",
-             "MASTER_ADDR": env.get("MASTER_IP") or env.get("MASTER_ADDR", "127.0.0.1"),
-             # the training's port + 1: the launch that follows binds the port itself
-             "MASTER_PORT": str(int(env.get("MASTER_PORT", "29500") or 29500) + 1)}
+             "MASTER_ADDR": addr, "MASTER_PORT": port}
     cmd = [sys.executable, "-m", "hpclaunch.runtime.train.allreduce", "--mib", str(mib), "--timeout", f"{timeout:g}"]
     try:
         proc = subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=timeout + 120)
@@ -179,7 +192,7 @@ def run_checks(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     checks = [check_devices(args.expect_devices, env), check_device_health(),
               check_free_space({"run root": run.root, "scratch": scratch}, args.min_free_gib)]
     if args.allreduce:
-        checks.append(check_allreduce(env, args.allreduce_mib, args.timeout, args.min_allreduce_gbps))
+        checks.append(check_allreduce(env, args.allreduce_mib, args.timeout, args.min_allreduce_gbps, args.nodes))
     node = int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0)
     if _sick(env, node):
         checks.append(_check("injected", False, f"HPCLAUNCH_INJECT=sick:{node}:0 (a rehearsal: this node fails)"))
@@ -294,6 +307,7 @@ def failed_nodes(run: RunFiles) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hpclaunch.runtime.node.health", description=__doc__.split("\n")[0])
     p.add_argument("mode", nargs="?", choices=("check", "verdict"), help="check: this node; verdict: every node")
+    p.add_argument("--nodes", type=int, default=0, help="check: the nodes checked together (default HPCLAUNCH_NNODES)")
     p.add_argument("--spares", type=int, default=0, help="verdict: spare nodes in the allocation after the launch's")
     p.add_argument("--failed-nodes", action="store_true", help="print the failing hosts of the newest verdict")
     p.add_argument("--run-dir", help="the run directory (default: HPCLAUNCH_RUN_DIR)")
