@@ -148,7 +148,9 @@ def check_free_space(places: dict[str, Path], min_gib: float) -> Check:
 def _rendezvous(env: dict[str, str]) -> tuple[str, str]:
     """Where the nodes meet for the all-reduce: the head node (its IPv4 address; the launch's rendezvous is not set
     up yet) and a port of this job and restart in 20000-31999, away from the one the launch derives."""
-    head = env.get("MASTER_IP") or env.get("MASTER_ADDR") or env.get("HPCLAUNCH_HEAD_NODE") or "127.0.0.1"
+    # this job's head node (the job script sets it); MASTER_* may be a previous job's (a --retries resubmission
+    # is queued with the environment of the job it replaces)
+    head = env.get("HPCLAUNCH_HEAD_NODE") or "127.0.0.1"
     try:
         head = socket.gethostbyname(head)
     except OSError:
