@@ -49,6 +49,7 @@ def cli(home: Path, *args: str, inject: str = "") -> str:
 
 def blocker(nodes: int, seconds: int) -> str:
     out = subprocess.run(["sbatch", "--parsable", "-J", "goodput-blocker", f"--nodes={nodes}", "--time=00:30:00",
+                          "--output=/dev/null", "--exclusive",
                           f"--wrap=sleep {seconds}"], capture_output=True, text=True, check=True)
     job = out.stdout.strip().split(";")[0]
     deadline = time.time() + 120
