@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hpclaunch.report.checkpoints import load as load_checkpoints
 from hpclaunch.state import timeline
-from hpclaunch.state.runfiles import RunFiles, read_json_lines
+from hpclaunch.state.runfiles import RunFiles
 
 # the timeline spans of the start-up, the first step (it trains) and the health checks (their own line) excluded
 _STARTUP_SPANS = tuple(timeline.SPANS[p] for p in timeline.STARTUP if p not in ("first_step", "health_checked"))
@@ -127,15 +128,11 @@ def _recovery(restarts: Sequence[Mapping[str, Any]]) -> float:
 
 def last_steps(files: RunFiles) -> dict[int, int]:
     """Rank 0's last step of each restart, from its progress records."""
-    import json
-
     out: dict[int, int] = {}
-    for path in sorted(files.progress.glob("rank-0.restart-*.json")) if files.progress.is_dir() else []:
-        try:
-            rec = json.loads(path.read_bytes().rstrip(b" \0") or b"{}")
-            out[int(path.name.split(".restart-")[1].split(".")[0])] = int(rec.get("step", 0))
-        except (OSError, ValueError, TypeError):
-            continue
+    for restart in files.progress_restarts():
+        step = files.progress_records(restart).get(0, {}).get("step")
+        if isinstance(step, int):
+            out[restart] = step
     return out
 
 
@@ -147,8 +144,8 @@ def nodes_of(layout: str) -> int:
 
 def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0) -> dict[str, Any] | None:
     """The ledger of the run directory `files`."""
-    checkpoints = [r for r in read_json_lines(files.checkpoint_log) if isinstance(r.get("step"), int)]
-    return ledger(timeline.load(files), checkpoints, last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
+    return ledger(timeline.load(files), load_checkpoints(files), last_steps(files), nodes=nodes,
+                  spare_nodes=spare_nodes)
 
 
 def describe(led: Mapping[str, Any]) -> str:

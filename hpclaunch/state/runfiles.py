@@ -282,6 +282,25 @@ class RunFiles:
             return []
         return [p for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name)) and int(m.group(2)) == restart]
 
+    def progress_records(self, restart: int) -> dict[int, dict[str, object]]:
+        """Every rank's last written record of one restart: rank -> {step, phase, t, host, ...} (a record being
+        written for the first time, or not JSON, is left out)."""
+        out: dict[int, dict[str, object]] = {}
+        for path in self.progress_files(restart):
+            try:
+                record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("rank"), int):
+                out[record["rank"]] = record
+        return out
+
+    def progress_restarts(self) -> list[int]:
+        """The restarts that have progress records, oldest first."""
+        if not self.progress.is_dir():
+            return []
+        return sorted({int(m.group(2)) for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name))})
+
     def watchdog_verdict(self, restart: int) -> Path:
         return self.logs / watchdog_verdict_name(restart)
 

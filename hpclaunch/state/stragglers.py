@@ -20,7 +20,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import statistics
 from typing import Any
 
@@ -33,19 +32,10 @@ MIN_SHARE = 0.05  # a straggler's own step time exceeds the median's by at least
 
 def _records(run: RunFiles) -> list[dict[str, Any]]:
     """The records of the newest restart that has any."""
-    restarts = sorted({int(p.name.split(".restart-")[1].split(".")[0]) for p in run.progress.glob("rank-*.json")}
-                      ) if run.progress.is_dir() else []
-    for restart in reversed(restarts):
-        out = []
-        for path in run.progress_files(restart):
-            try:
-                rec = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
-            except (OSError, ValueError):
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("rank"), int):
-                out.append({**rec, "restart": restart})
-        if out:
-            return out
+    for restart in reversed(run.progress_restarts()):
+        found = run.progress_records(restart)
+        if found:
+            return [{**rec, "restart": restart} for rec in found.values()]
     return []
 
 

@@ -126,12 +126,4 @@ def enter(phase: str, step: int | None = None) -> None:
 
 def read_all(run: RunFiles, restart: int) -> dict[int, dict[str, object]]:
     """Every rank's last written record of one restart: rank -> {step, phase, t, pid}."""
-    out: dict[int, dict[str, object]] = {}
-    for path in run.progress_files(restart):
-        try:
-            record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
-        except (OSError, ValueError):
-            continue  # being written for the first time
-        if isinstance(record, dict) and isinstance(record.get("rank"), int):
-            out[record["rank"]] = record
-    return out
+    return run.progress_records(restart)
