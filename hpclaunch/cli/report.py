@@ -56,7 +56,7 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     dev = used["devices"]
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
     ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""),
-                            spare_nodes=record.spare_nodes)
+                            spare_nodes=record.spare_nodes, restarts=restarts)
     text = "\n".join([*(f"{k}: {human(v) if k.endswith('_bytes') else _fmt(v)}" for k, v in info.items()
                         if v is not None),
                       *([goodput.describe(ledger)] if ledger else []),

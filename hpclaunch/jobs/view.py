@@ -74,7 +74,7 @@ class JobView:
     def goodput(self) -> dict[str, Any] | None:
         """The run's goodput ledger (hpclaunch.report.goodput); None before it ran."""
         return goodput.of_run(RunFiles(self.run_dir), nodes=goodput.nodes_of(self.record.layout or ""),
-                              spare_nodes=self.record.spare_nodes)
+                              spare_nodes=self.record.spare_nodes, restarts=self.timeline)
 
     @cached_property
     def recoveries(self) -> list[dict[str, Any]]:

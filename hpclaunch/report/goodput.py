@@ -142,10 +142,11 @@ def nodes_of(layout: str) -> int:
     return int(head) if head.isdigit() and int(head) > 0 else 1
 
 
-def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0) -> dict[str, Any] | None:
-    """The ledger of the run directory `files`."""
-    return ledger(timeline.load(files), load_checkpoints(files), last_steps(files), nodes=nodes,
-                  spare_nodes=spare_nodes)
+def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0,
+           restarts: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The ledger of the run directory `files`; `restarts`: its timeline, where the caller loaded it already."""
+    restarts = timeline.load(files) if restarts is None else restarts
+    return ledger(restarts, load_checkpoints(files), last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
 
 
 def describe(led: Mapping[str, Any]) -> str:
