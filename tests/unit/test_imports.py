@@ -26,8 +26,10 @@ def _modules_after(code: str, env: dict[str, str]) -> set[str]:
 
 @pytest.fixture
 def env(hpc_home, tmp_path):
-    # a private, empty cache: every dry-run here really parses and renders (hpclaunch/core/cache.py)
-    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # a private, empty cache: every dry-run here really parses and renders (hpclaunch/core/cache.py); a private
+    # scratch, so the cluster profiles' asset store is empty: a model config staged in the user's store would make
+    # the plan build the model on the meta device, which is allowed to import torch
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "SCRATCH": str(tmp_path / "scratch")}
 
 
 def test_importing_the_cli_is_light(env):
