@@ -70,6 +70,7 @@ RESOLVED = "resolved.yaml"
 DS_CONFIG = "ds_config.json"
 MSRUN_NODE_SCRIPT = "msrun-node.sh"
 MSRUN_WORKER = "msrun_worker.py"
+CONTAINER_RUN = "container-run.sh"  # runs a node's command in the Charliecloud image (templates/containers/)
 RECIPE = "recipe"
 LOGS = "logs"
 METRICS = "metrics"
@@ -195,6 +196,10 @@ class RunFiles:
     @property
     def resolved(self) -> Path:
         return self.root / RESOLVED
+
+    @property
+    def container_run(self) -> Path:
+        return self.root / CONTAINER_RUN
 
     @property
     def ds_config(self) -> Path:
