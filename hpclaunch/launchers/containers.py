@@ -46,6 +46,9 @@ APPTAINER_FLAGS: dict[str, tuple[str, ...]] = {"cuda": ("--nv",), "musa": (), "n
 DEVICE_MOUNTS: dict[str, tuple[str, ...]] = {"cuda": (), "musa": (), "npu": ASCEND_MOUNTS, "cpu": ()}
 # The runtimes whose node command is a script in the run directory (runfiles.CONTAINER_RUN), rendered from:
 RUN_SCRIPTS = {"charliecloud": "containers/charliecloud.sh.j2"}
+# How a user makes the image file a profile names (the preflight's hint when it is missing).
+MAKE_IMAGE = {"apptainer": "apptainer pull /path/x.sif docker://...", "pyxis": "enroot import -o /path/x.sqsh docker://...",
+              "charliecloud": "ch-convert IMAGE /path/x.sqfs; for dev-slurm-container: scripts/build-test-image.sh"}
 # Where a Charliecloud SquashFS image is unpacked on each node when the profile names no container.stage_dir.
 STAGE_DIR = ShellExpr("${TMPDIR:-/tmp}/hpclaunch-images")
 
