@@ -29,6 +29,8 @@ for tool in mmdebstrap mksquashfs; do
   command -v "$tool" >/dev/null || die "$tool is missing: apt-get install mmdebstrap squashfs-tools"
 done
 mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9  # one build at a time in this cache: a second one waits, then finds the image built
 
 # The Debian 12 sources apt uses on this machine (main, updates, security), as one-line entries for mmdebstrap.
 debian_sources() {
@@ -98,7 +100,9 @@ base="$CACHE/base-$base_key"
 if [ -d "$base" ]; then
   log "base cached: $base"
 else
-  rm -rf "$CACHE"/base-*  # one base at a time: each is ~1.5 GB
+  # one base at a time (each is ~1.2 GB), and nothing left by a build that was killed
+  find "$CACHE" -mindepth 1 -maxdepth 1 \( -name 'base-*' -o -name 'top.tmp.*' -o -name '*.sqfs.tmp.*' \) \
+    -exec rm -rf {} +
   build_base "$base"
 fi
 
