@@ -7,6 +7,7 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/resolved.yaml                           the resolved job spec (`hpclaunch submit RUN_DIR/resolved.yaml`)
     RUN_DIR/ds_config.json                          DeepSpeed's config (deepspeed launcher)
     RUN_DIR/msrun-node.sh, msrun_worker.py          msrun's node supervisor and worker wrapper (msrun launcher)
+    RUN_DIR/container-run.sh                        runs each node's command in the Charliecloud image (charliecloud)
     RUN_DIR/recipe/                                 the copy of the recipe folder the job runs
     RUN_DIR/logs/job.<JOB>.out                      the job script's own output, appended across requeues
     RUN_DIR/logs/rank-<R>.restart-<N>.log           one file per rank and restart (torchrun, deepspeed)
