@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -90,8 +91,9 @@ def node(hpc_home, tmp_path):
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "HOME": str(tmp_path / "home"),
            "HPCLAUNCH_NODE_RANK": "0", "HPCLAUNCH_RESTART": "0", "HPCLAUNCH_JOB_ID": "7"}
 
-    def launch() -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True)
+    def launch(**over: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["/bin/bash", "-c", script], env={**env, **over}, cwd=tmp_path, capture_output=True,
+                              text=True)
 
     return launch, run_dir, image, stage, out
 
@@ -133,3 +135,15 @@ def test_a_rebuilt_image_gets_a_new_folder(node):
     os.utime(image, (1, 1))
     assert launch().returncode == 0
     assert len(list(stage.iterdir())) == 2
+
+
+def test_a_node_without_ch_run_says_so_and_what_to_install(node, tmp_path):
+    launch, run_dir, image, stage, out = node
+    bare = tmp_path / "bare"  # only what the node script needs before its check: no ch-run, no unsquashfs
+    bare.mkdir()
+    for tool in ("bash", "hostname"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    result = launch(PATH=str(bare))
+    assert result.returncode == 127
+    assert "hpclaunch: error: ch-run is not on " in result.stderr and "charliecloud-runtime" in result.stderr
+    assert not stage.exists()
