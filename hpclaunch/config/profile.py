@@ -120,12 +120,17 @@ class StragglerDefaults(StrictModel, frozen=True, kw_only=True):
 class ContainerConfig(StrictModel, frozen=True, kw_only=True):
     """Where each node's launch runs (docs/containers.md)."""
 
-    runtime: Annotated[Literal["none", "apptainer", "pyxis"], Meta(
+    runtime: Annotated[Literal["none", "apptainer", "pyxis", "charliecloud"], Meta(
         description="none: on the node itself; apptainer: inside `apptainer exec IMAGE`; pyxis: "
-                    "`srun --container-image=IMAGE` (Slurm with the pyxis plugin)")] = "none"
+                    "`srun --container-image=IMAGE` (Slurm with the pyxis plugin); charliecloud: inside "
+                    "`ch-run IMAGE`, a SquashFS image unpacked once per node into stage_dir")] = "none"
     image: Annotated[str | None, Meta(
         description="apptainer: an absolute .sif path or a URI (docker://...); pyxis: an enroot image "
-                    "(nvcr.io#nvidia/pytorch:24.01-py3) or .sqsh path")] = None
+                    "(nvcr.io#nvidia/pytorch:24.01-py3) or .sqsh path; charliecloud: an absolute .sqfs path "
+                    "or image directory")] = None
+    stage_dir: Annotated[str | None, Meta(
+        description="charliecloud: node-local folder a SquashFS image is unpacked into, once per image; "
+                    "default: $TMPDIR/hpclaunch-images, else /tmp/hpclaunch-images")] = None
     mounts: Annotated[tuple[str, ...], Meta(description="extra bind mounts SRC[:DST[:ro|rw]]; the run directory and "
                                                         "the asset store are always mounted")] = ()
     env: Annotated[EnvStrings, Meta(description="variables set inside the container")] = {}

@@ -111,6 +111,10 @@ APPTAINER_URI = re.compile(r"^(?:docker|library|oras|shub|http|https|docker-arch
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+_IMAGE_EXAMPLES = {"apptainer": "/shared/images/pytorch.sif or docker://nvcr.io/nvidia/pytorch:24.01-py3",
+                   "pyxis": "nvcr.io#nvidia/pytorch:24.01-py3", "charliecloud": "/shared/images/train.sqfs"}
+
+
 def _container_path(text: str) -> bool:
     return text.startswith("/") or text.startswith("~/")
 
@@ -118,15 +122,19 @@ def _container_path(text: str) -> bool:
 def container_config(c: Any) -> None:
     """The profile's `container:` section (docs/containers.md)."""
     if c.runtime == "none":
-        given = [k for k in ("image", "mounts", "env") if getattr(c, k)]
+        given = [k for k in ("image", "mounts", "env", "stage_dir") if getattr(c, k)]
         if given:
-            raise ValueError(f"{', '.join(given)} given but runtime is none: set runtime: apptainer or pyxis "
-                             "(or remove the container section)")
+            raise ValueError(f"{', '.join(given)} given but runtime is none: set runtime: apptainer, pyxis or "
+                             "charliecloud (or remove the container section)")
         return
     if not c.image or not c.image.strip():
-        raise ValueError(f"runtime {c.runtime} needs an image, e.g. "
-                         + ("/shared/images/pytorch.sif or docker://nvcr.io/nvidia/pytorch:24.01-py3"
-                            if c.runtime == "apptainer" else "nvcr.io#nvidia/pytorch:24.01-py3"))
+        raise ValueError(f"runtime {c.runtime} needs an image, e.g. " + _IMAGE_EXAMPLES[c.runtime])
+    if c.stage_dir is not None and (c.runtime != "charliecloud" or not _container_path(c.stage_dir)):
+        raise ValueError(f"stage_dir {c.stage_dir!r}: only runtime charliecloud unpacks its image, into an absolute "
+                         "folder (/local/scratch, ~/...)")
+    if c.runtime == "charliecloud" and not _container_path(c.image):
+        raise ValueError(f"image {c.image!r} is not an absolute path to a SquashFS file or an image directory "
+                         "(/shared/images/train.sqfs): ch-run would look for it relative to where the job starts")
     if any(ch in c.image for ch in "\n\r"):
         raise ValueError(f"image {c.image!r} holds a line break")
     if c.runtime == "apptainer" and not APPTAINER_URI.match(c.image) and not _container_path(c.image):

@@ -48,7 +48,7 @@ def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[str]
     node supervisor, inside the profile's container where it has one (hpclaunch/launchers/containers.py). An own
     script (`submit SCRIPT.py`) runs in the copy of its folder, as `python SCRIPT.py` would in the folder itself:
     `open("override_config.json")` finds the file beside it."""
-    wrapped = containers.wrap(spec, run_dir, supervised(spec, command))
+    wrapped = containers.wrap(spec, run_dir, supervised(spec, command), launch=True)
     here = [f"cd {quote(spec.recipe_dir)} || exit 1"] if spec.recipe.adhoc else []
     return [*device_visibility(spec), *containers.node_env(spec), *here, "exec " + join(wrapped)]
 

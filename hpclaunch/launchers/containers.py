@@ -6,8 +6,12 @@ The one module that knows the container runtimes:
   node script, under any scheduler); the container's own variables are exported as ``APPTAINERENV_NAME``.
 - ``pyxis`` (a Slurm plugin on top of enroot): the scheduler's step gets ``--container-image=IMAGE
   --container-mounts=...`` and the whole node script runs inside the container; its variables are exported there.
+- ``charliecloud`` (unprivileged, user namespaces): each node's command becomes ``bash RUN_DIR/container-run.sh
+  IMAGE STAGE_DIR --bind=... -- COMMAND`` (templates/containers/charliecloud.sh.j2), which unpacks a SquashFS
+  image once per node into node-local scratch, then runs ``ch-run --bind=... DIR -- COMMAND``; the host's
+  variables pass through, the image's /ch/environment (PATH of its venv) over them.
 
-Both mount the run directory and the asset store at the same paths inside, then the profile's own mounts, then
+All mount the run directory and the asset store at the same paths inside, then the profile's own mounts, then
 the device and driver paths the accelerator's vendor documents for its containers (Ascend). Apptainer and enroot
 both show the host's /dev inside by default, so the device nodes themselves (/dev/nvidia*, /dev/davinci*,
 /dev/mtgpu.*) are there; what a container lacks is the driver's user-space files.
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING
 from hpclaunch.config.profile import asset_store
 from hpclaunch.core.shell import ShellExpr, quote, shell_path
 from hpclaunch.errors import ConfigError
+from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -39,6 +44,13 @@ ASCEND_MOUNTS = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc", "/us
 # the MUSA user-space libraries, or the profile mounts them (docs/containers.md).
 APPTAINER_FLAGS: dict[str, tuple[str, ...]] = {"cuda": ("--nv",), "musa": (), "npu": (), "cpu": ()}
 DEVICE_MOUNTS: dict[str, tuple[str, ...]] = {"cuda": (), "musa": (), "npu": ASCEND_MOUNTS, "cpu": ()}
+# The runtimes whose node command is a script in the run directory (runfiles.CONTAINER_RUN), rendered from:
+RUN_SCRIPTS = {"charliecloud": "containers/charliecloud.sh.j2"}
+# How a user makes the image file a profile names (the preflight's hint when it is missing).
+MAKE_IMAGE = {"apptainer": "apptainer pull /path/x.sif docker://...", "pyxis": "enroot import -o /path/x.sqsh docker://...",
+              "charliecloud": "ch-convert IMAGE /path/x.sqfs; for dev-slurm-container: scripts/build-test-image.sh"}
+# Where a Charliecloud SquashFS image is unpacked on each node when the profile names no container.stage_dir.
+STAGE_DIR = ShellExpr("${TMPDIR:-/tmp}/hpclaunch-images")
 
 
 def _mount(text: str, key: str, *, whole: bool = False) -> tuple[Word, str, str]:
@@ -89,15 +101,30 @@ def node_env(spec: JobSpec) -> list[str]:
     return [f"export {prefix}{name}={quote(value)}" for name, value in sorted(c.env.items())]
 
 
-def wrap(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[Word]:
-    """The node command as it runs: inside ``apptainer exec`` for Apptainer, else as it is (pyxis puts the
-    whole step into the container: `step_options`)."""
+def _binds(spec: JobSpec, run_dir: Path) -> list[Word]:
+    """``--bind=SRC[:DST[:OPTS]]`` of every mount, as Apptainer and Charliecloud's ch-run take them (ch-run: no
+    options)."""
+    found = mounts(spec, run_dir)
+    if spec.profile.container.runtime == "charliecloud" and any(opts for _, _, opts in found):
+        raise ConfigError("Charliecloud's ch-run mounts read-write only: it takes no :ro or :rw",
+                          key="container.mounts", hint="give the mount as SRC[:DST]")
+    return [_word("--bind=", [(src, (f":{dst}" if dst != str(src) or opts else "") + (f":{opts}" if opts else ""))])
+            for src, dst, opts in found]
+
+
+def wrap(spec: JobSpec, run_dir: Path, command: list[Word], *, launch: bool = False) -> list[Word]:
+    """The node command as it runs: inside ``apptainer exec`` for Apptainer, through the run directory's
+    container-run.sh for Charliecloud (`launch`: the launch itself, whose container start is stamped in the
+    timeline), else as it is (pyxis puts the whole step into the container: `step_options`)."""
     c = spec.profile.container
-    if c.runtime != "apptainer":
-        return command
-    binds = [_word("--bind=", [(src, (f":{dst}" if dst != str(src) or opts else "") + (f":{opts}" if opts else ""))])
-             for src, dst, opts in mounts(spec, run_dir)]
-    return ["apptainer", "exec", *APPTAINER_FLAGS[spec.profile.accelerator], *binds, str(c.image), *command]
+    if c.runtime == "apptainer":
+        return ["apptainer", "exec", *APPTAINER_FLAGS[spec.profile.accelerator], *_binds(spec, run_dir), str(c.image),
+                *command]
+    if c.runtime == "charliecloud":
+        stage = shell_path(c.stage_dir) if c.stage_dir else STAGE_DIR
+        return ["bash", str(RunFiles(run_dir).container_run), shell_path(str(c.image)), stage,
+                *(["--stamp"] if launch else []), *_binds(spec, run_dir), "--", *command]
+    return command
 
 
 def step_options(spec: JobSpec, run_dir: Path) -> list[Word]:

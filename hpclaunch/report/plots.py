@@ -101,7 +101,7 @@ def plot_timeline(restarts: list[dict[str, Any]], path: Path, title: str) -> Pat
     plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     names = list(SPANS.values())
-    colors = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(names)}
+    colors = {name: plt.get_cmap("tab20")(i % 20) for i, name in enumerate(names)}  # 11 spans: each its own
     fig, ax = plt.subplots(figsize=(10, max(3.0, 1.2 + 0.6 * len(restarts))))
     labels, shown = [], set()
     for row, entry in enumerate(restarts):

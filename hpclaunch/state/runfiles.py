@@ -7,6 +7,7 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/resolved.yaml                           the resolved job spec (`hpclaunch submit RUN_DIR/resolved.yaml`)
     RUN_DIR/ds_config.json                          DeepSpeed's config (deepspeed launcher)
     RUN_DIR/msrun-node.sh, msrun_worker.py          msrun's node supervisor and worker wrapper (msrun launcher)
+    RUN_DIR/container-run.sh                        runs each node's command in the Charliecloud image (charliecloud)
     RUN_DIR/recipe/                                 the copy of the recipe folder the job runs
     RUN_DIR/logs/job.<JOB>.out                      the job script's own output, appended across requeues
     RUN_DIR/logs/rank-<R>.restart-<N>.log           one file per rank and restart (torchrun, deepspeed)
@@ -70,6 +71,7 @@ RESOLVED = "resolved.yaml"
 DS_CONFIG = "ds_config.json"
 MSRUN_NODE_SCRIPT = "msrun-node.sh"
 MSRUN_WORKER = "msrun_worker.py"
+CONTAINER_RUN = "container-run.sh"  # runs a node's command in the Charliecloud image (templates/containers/)
 RECIPE = "recipe"
 LOGS = "logs"
 METRICS = "metrics"
@@ -195,6 +197,10 @@ class RunFiles:
     @property
     def resolved(self) -> Path:
         return self.root / RESOLVED
+
+    @property
+    def container_run(self) -> Path:
+        return self.root / CONTAINER_RUN
 
     @property
     def ds_config(self) -> Path:

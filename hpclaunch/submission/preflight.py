@@ -59,7 +59,7 @@ def _container_image(spec: JobSpec) -> None:
     folder exists here (a shared filesystem seen from the login node). A registry image (pyxis's
     nvcr.io#nvidia/pytorch:24.01-py3, Apptainer's docker://...) is not a file and is left to the runtime."""
     from hpclaunch.errors import ConfigError
-    from hpclaunch.launchers.containers import image_file
+    from hpclaunch.launchers.containers import MAKE_IMAGE, image_file
 
     path = image_file(spec)
     if path is None or os.environ.get(SKIP_ENV_CHECK) == "1":
@@ -67,7 +67,7 @@ def _container_image(spec: JobSpec) -> None:
     if path.parent.is_dir() and not path.exists():  # a sandbox folder is an image too
         raise ConfigError(f"the container image {path} does not exist, though its folder is visible here; every "
                           "node's launch would fail to start it", key=f"profile {spec.profile.name} container.image",
-                          hint="build or pull the image there (apptainer pull /path/x.sif docker://...), or fix "
+                          hint=f"build or pull the image there ({MAKE_IMAGE[spec.profile.container.runtime]}), or fix "
                                f"the path; if the profile targets another machine, set {SKIP_ENV_CHECK}=1 to skip this "
                                "check")
 

@@ -199,6 +199,9 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
     with _template_errors():
         script = env.get_template("job.sbatch.j2").render(context)
         extra = {name: env.get_template(template).render(context) for name, template in launcher.templates.items()}
+        run_template = containers.RUN_SCRIPTS.get(spec.profile.container.runtime)
+        if run_template:  # the script a node's command runs in the container with (Charliecloud)
+            extra[runfiles.CONTAINER_RUN] = env.get_template(run_template).render(context)
     files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
     return Rendered(script=script, files=files_out)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.errors import ConfigError
+from hpclaunch.state.runfiles import CONTAINER_RUN
 from hpclaunch.submission.render import Rendered, render
 from hpclaunch.submission.resolve import CliOverrides, resolve
 from hpclaunch.submission.rundir import with_recipe_copy
@@ -59,6 +60,7 @@ def _cases() -> list[tuple[str, str, str, str | None, str]]:
         ("deepspeed-a800-pyxis-2n", "allreduce_ds", str(boxed / "a800-pyxis.yaml"), None, "2n2g"),
         ("torchrun-ascend-apptainer-1n", "allreduce", str(boxed / "ascend-apptainer.yaml"), None, "1n2g"),
         ("torchrun-local-apptainer-1n", "allreduce", str(boxed / "local-apptainer.yaml"), None, "1n2g"),
+        ("gpt2-dev-slurm-container-2n1g-tiny", "gpt2", "dev-slurm-container", "tiny", "2n1g"),
     ]
     return cases
 
@@ -105,6 +107,9 @@ def test_golden(hpc_home, name, recipe, profile, preset, layout):
     _compare(GOLDEN / f"{name}.sbatch", rendered.script)
     if "ds_config.json" in rendered.files:
         _compare(GOLDEN / f"{name}.ds_config.json", rendered.files["ds_config.json"])
+    if CONTAINER_RUN in rendered.files:  # Charliecloud's runner of each node's command
+        _bash_n(rendered.files[CONTAINER_RUN])
+        _compare(GOLDEN / f"{name}.{CONTAINER_RUN}", rendered.files[CONTAINER_RUN])
 
 
 OTHERS = sorted(p for p in GOLDEN.glob("*.sbatch") if p.stem not in {c[0] for c in CASES})

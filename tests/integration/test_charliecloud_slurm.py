@@ -1,0 +1,71 @@
+"""On the dev Slurm cluster, inside a real container: the tiny GPT-2 on 2 nodes through the bundled
+dev-slurm-container profile (Charliecloud's ch-run; the image scripts/build-test-image.sh builds offline, unpacked
+once per image on each node; the run directory and the asset store mounted) trains to the same losses as the same
+job without the container, each node's launch runs inside the image (its Debian and its /opt/venv python, which
+this machine does not have), and the timeline has the container's start."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.state.runfiles import RunFiles
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE_LINK = Path("/var/cache/hpclaunch/images/hpclaunch-test.sqfs")  # the profile's container.image
+TINY = ("--preset", "tiny", "--nodes", "2", "--gpus-per-node", "1", "--set", "train.max_steps=4",
+        "--set", "train.log_every=1", "--set", "train.save_every=0", "--set", "train.eval_steps=2")
+
+
+def _cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HPCLAUNCH_HOME": str(home)})
+
+
+def _train(home: Path, profile: str) -> tuple[str, dict, RunFiles]:
+    proc = _cli(home, "submit", str(REPO / "recipes" / "gpt2"), "--profile", profile, *TINY, "--follow",
+                timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
+    assert job, proc.stdout[-2000:]
+    status = json.loads(_cli(home, "status", job.group(1), "--json").stdout)
+    return job.group(1), status, RunFiles(Path(status["run_dir"]))
+
+
+def _losses(run: RunFiles) -> dict[int, float]:
+    records = [json.loads(line) for line in run.metrics_file(0).read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if r["kind"] == "train"}
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_tiny_gpt2_in_a_charliecloud_container_on_two_nodes_matches_the_run_without(tmp_path):
+    built = subprocess.run(["bash", str(REPO / "scripts" / "build-test-image.sh")], capture_output=True, text=True,
+                           timeout=1800)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert IMAGE_LINK.resolve() == Path(built.stdout.strip())
+
+    home = tmp_path / "home"  # one store: the tiny model made by the first job is read by the second
+    _, _, plain = _train(home, "dev-slurm")
+    job, status, boxed = _train(home, "dev-slurm-container")
+
+    output = boxed.job_output(job).read_text()
+    for node in (0, 1):  # printed from inside the container, right before the node's launch
+        assert (f"hpclaunch: node {node} in the container: Debian GNU/Linux 12 (bookworm), python is "
+                "/opt/venv/bin/python") in output, output[-3000:]
+    assert not Path("/opt/venv").exists()  # the image's python: this machine has none there
+    assert re.search(r"hpclaunch: image \S+hpclaunch-test\.sqfs (unpacked on|already on) node1 ", output), output
+    (entry,) = status["timeline"]
+    phases = entry["phases"]
+    assert phases["launched"] < phases["container_started"] < phases["ranks_started"], phases
+    assert "container" in entry["durations"]
+
+    want, got = _losses(plain), _losses(boxed)
+    assert sorted(got) == [1, 2, 3, 4]
+    assert got == pytest.approx(want, rel=1e-5)
