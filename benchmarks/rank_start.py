@@ -37,11 +37,15 @@ SPLIT = (["_dynamo"], ["_inductor"], ["distributed"], ["_functorch"], ["fx"], ["
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
+EXTRA: list[str] = []  # --set options for every job (--no-health)
+
+
 def submit(tree: Path, home: Path, nodes: int, *extra: str) -> Path:
     """One tiny GPT-2 job, followed to its end; its run directory."""
     env = {**os.environ, "HPCLAUNCH_HOME": str(home), "PYTHONPATH": str(tree)}
     cmd = [sys.executable, "-m", "hpclaunch.cli.main", "submit", str(tree / "recipes" / "gpt2"), "--profile",
-           "dev-slurm", "--preset", "tiny", "--nodes", str(nodes), "--gpus-per-node", "1", *STEPS, *extra, "--follow"]
+           "dev-slurm", "--preset", "tiny", "--nodes", str(nodes), "--gpus-per-node", "1", *STEPS, *EXTRA, *extra,
+           "--follow"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=tree)
     run_dir = re.search(r"run directory: (\S+)", proc.stdout + proc.stderr)
     if proc.returncode or not run_dir:
@@ -105,9 +109,12 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=REPO, help="the hpclaunch checkout to run (default: this one)")
     parser.add_argument("--importtime", action="store_true", help="also one job with PYTHONPROFILEIMPORTTIME=1")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--no-health", action="store_true", help="without the health check before the launch")
     parser.add_argument("--home", type=Path, help="HPCLAUNCH_HOME to keep the runs in (default: a temporary one)")
     args = parser.parse_args()
     tree = args.tree.resolve()
+    if args.no_health:
+        EXTRA.extend(["--set", "health.enabled=false"])
     nodes = [int(n) for n in args.nodes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home.resolve() if args.home else Path(tmp)
