@@ -139,6 +139,22 @@ def test_a_torchrun_rank_imports_no_deepspeed(gpt2_ddp):
         assert "real_accelerator" not in log and "ds_accelerator" not in log, log[:2000]
 
 
+def test_a_torchrun_rank_that_builds_the_generated_model_imports_no_deepspeed(tmp_path, gpt2_ddp):
+    """A fresh asset store (the profile's `~/.hpclaunch/assets` under another HOME): rank 0 builds the tiny model's
+    weights (transformers' save_pretrained imports DeepSpeed when it is installed: that runs in a child), and still
+    no rank imports DeepSpeed or shows its warning."""
+    run_dir = submit(tmp_path / "home", "gpt2", "--set", "train.max_steps=2", *QUICK, env={"HOME": str(tmp_path)})
+    assert len(list((tmp_path / ".hpclaunch" / "assets" / "generated" / "models").iterdir())) == 1  # built here
+    for rank in (0, 1):
+        (start,) = records(run_dir, "startup", rank=rank)
+        assert "deepspeed" not in start["packages"], start
+        log = (run_dir / "logs" / f"rank-{rank}.restart-0.log").read_text()
+        assert "real_accelerator" not in log, log[:2000]
+    # the weights built here are those of the shared store's model: the same losses as the reference run's
+    cold, warm = losses(run_dir), losses(gpt2_ddp)
+    assert sorted(cold) == [1, 2] and all(cold[step] == warm[step] for step in cold), (cold, warm)
+
+
 # 10 steps, logged every 2, no intermediate checkpoint: enough to see the loss fall
 SHORT_RUN = ("--set", "train.max_steps=10", "--set", "train.log_every=2", "--set", "train.save_every=0",
              "--set", "train.eval_steps=2")

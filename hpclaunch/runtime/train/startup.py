@@ -2,9 +2,11 @@
 
 The loop writes it once, at the first finished optimizer step, to the rank's metrics:
 
-    {"kind": "startup", "cpu_s", "user_s", "sys_s", "wall_s", "packages": ["numpy", "tokenizers", "torch", ...]}
+    {"kind": "startup", "cpu_s", "user_s", "sys_s", "children_cpu_s", "wall_s", "packages": ["numpy", "torch", ...]}
 
-`cpu_s` is user + system time of the rank's own process (its script) from its start; `wall_s` the time since the
+`cpu_s` is user + system time of the rank's own process (its script) from its start; `children_cpu_s` that of the
+child processes it started and waited for (rank 0 building a generated model, hpclaunch/runtime/train/generate_model.py;
+tokenizer workers are threads, counted in `cpu_s`); `wall_s` the time since the
 process started (from /proc/self/stat; null where there is no /proc). `packages`: which of HEAVY the process had
 imported by then — a torchrun (DDP) rank lists no `deepspeed`, for instance (docs/benchmarks.md#rank-start-up).
 Standard library only.
@@ -45,11 +47,13 @@ def _process_age() -> float | None:
 def usage() -> dict[str, Any]:
     """This process's start-up cost so far (the "startup" metrics record's fields)."""
     self = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     age = _process_age()
     return {
         "cpu_s": round(self.ru_utime + self.ru_stime, 3),
         "user_s": round(self.ru_utime, 3),
         "sys_s": round(self.ru_stime, 3),
+        "children_cpu_s": round(children.ru_utime + children.ru_stime, 3),
         "wall_s": None if age is None else round(age, 3),
         "packages": heavy_packages(),
     }
