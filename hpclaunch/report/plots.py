@@ -94,7 +94,7 @@ def plot_overlay(runs: list[tuple[str, Metrics]], out_dir: Path, title: str, pre
 
 def plot_timeline(restarts: list[dict[str, Any]], path: Path, title: str) -> Path:
     """The start-up timeline (hpclaunch.state.timeline.per_restart) as one horizontal bar per restart: a segment
-    per span (queued, env, job script, launcher, rendezvous, model load, data, first step, training), in
+    per span (queued, env, job script, launcher, imports, rendezvous, model load, data, first step, training), in
     seconds from the restart's first stamp. The spans ride along in the PNG's text chunk."""
     from hpclaunch.state.timeline import SPANS
 

@@ -16,7 +16,8 @@
     container_started node 0's container-run.sh (Charliecloud)   the image is on the node and its first process
                                                                  runs (unpacking a SquashFS image included)
     ranks_started    rank 0's wrapper (rank_exec, msrun_worker)  rank 0's process began
-    rendezvous_done  runtime.distributed.init_distributed        the process group is up (imports before it)
+    imports_done     runtime.distributed.init_distributed        the script's imports are done (torch, the runtime)
+    rendezvous_done  runtime.distributed.init_distributed        the process group is up
     model_loaded     runtime.build.load_tokenizer_and_model      tokenizer and model loaded
     data_ready       runtime.data.train_and_eval_batches         the batches are ready
     first_step       runtime.loop.train                          the first optimizer step is done
@@ -36,15 +37,16 @@ from typing import Any
 from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
 
 PHASES = ("submitted", "started", "env_ready", "health_checked", "launched", "container_started", "ranks_started",
-          "rendezvous_done", "model_loaded", "data_ready", "first_step", "finished")
+          "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step", "finished")
 # The span that ends at each phase (it starts at the phase before it that was stamped); `status` writes
 # each name with spaces.
 SPANS = {"started": "queued", "env_ready": "env", "health_checked": "health", "launched": "job_script",
-         "container_started": "container", "ranks_started": "launcher", "rendezvous_done": "rendezvous",
-         "model_loaded": "model_load", "data_ready": "data", "first_step": "first_step", "finished": "training"}
+         "container_started": "container", "ranks_started": "launcher", "imports_done": "imports",
+         "rendezvous_done": "rendezvous", "model_loaded": "model_load", "data_ready": "data",
+         "first_step": "first_step", "finished": "training"}
 # The spans that make up the start-up (from the job script's start to the end of the first step).
-STARTUP = ("env_ready", "health_checked", "launched", "container_started", "ranks_started", "rendezvous_done",
-           "model_loaded", "data_ready", "first_step")
+STARTUP = ("env_ready", "health_checked", "launched", "container_started", "ranks_started", "imports_done",
+           "rendezvous_done", "model_loaded", "data_ready", "first_step")
 
 _MARKED: set[str] = set()
 

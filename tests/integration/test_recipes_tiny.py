@@ -127,6 +127,34 @@ def test_gpt2_tiny_trains_under_ddp(home, gpt2_ddp):
     check_export(home, gpt2_ddp)  # a DDP checkpoint, GPT-2's tied embeddings stored once
 
 
+def test_a_torchrun_rank_imports_no_deepspeed(gpt2_ddp):
+    """DDP needs no DeepSpeed: no rank imports it (its start-up record says so) and no rank log shows its
+    accelerator warning ("Setting accelerator to CPU" from real_accelerator.py), which a DeepSpeed import prints."""
+    for rank in (0, 1):
+        (start,) = records(gpt2_ddp, "startup", rank=rank)
+        assert "torch" in start["packages"] and "transformers" in start["packages"], start
+        assert "deepspeed" not in start["packages"], start
+        assert start["cpu_s"] == pytest.approx(start["user_s"] + start["sys_s"], abs=0.002) and start["cpu_s"] > 0
+        log = (gpt2_ddp / "logs" / f"rank-{rank}.restart-0.log").read_text()
+        assert "real_accelerator" not in log and "ds_accelerator" not in log, log[:2000]
+
+
+def test_a_torchrun_rank_that_builds_the_generated_model_imports_no_deepspeed(tmp_path, gpt2_ddp):
+    """A fresh asset store (the profile's `~/.hpclaunch/assets` under another HOME): rank 0 builds the tiny model's
+    weights (transformers' save_pretrained imports DeepSpeed when it is installed: that runs in a child), and still
+    no rank imports DeepSpeed or shows its warning."""
+    run_dir = submit(tmp_path / "home", "gpt2", "--set", "train.max_steps=2", *QUICK, env={"HOME": str(tmp_path)})
+    assert len(list((tmp_path / ".hpclaunch" / "assets" / "generated" / "models").iterdir())) == 1  # built here
+    for rank in (0, 1):
+        (start,) = records(run_dir, "startup", rank=rank)
+        assert "deepspeed" not in start["packages"], start
+        log = (run_dir / "logs" / f"rank-{rank}.restart-0.log").read_text()
+        assert "real_accelerator" not in log, log[:2000]
+    # the weights built here are those of the shared store's model: the same losses as the reference run's
+    cold, warm = losses(run_dir), losses(gpt2_ddp)
+    assert sorted(cold) == [1, 2] and all(cold[step] == warm[step] for step in cold), (cold, warm)
+
+
 # 10 steps, logged every 2, no intermediate checkpoint: enough to see the loss fall
 SHORT_RUN = ("--set", "train.max_steps=10", "--set", "train.log_every=2", "--set", "train.save_every=0",
              "--set", "train.eval_steps=2")
@@ -163,6 +191,8 @@ def test_gpt2_parity_ddp_vs_deepspeed_zero(home, gpt2_ddp, stage):
         f"deepspeed.zero_stage={stage}",
     )
     assert f"DeepSpeed ZeRO-{stage}" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+    (start,) = records(run_dir, "startup")
+    assert "deepspeed" in start["packages"], start  # the DeepSpeed launcher's ranks do import it
     ddp, ds = losses(gpt2_ddp), losses(run_dir)
     assert ddp.keys() == ds.keys() == set(range(1, 9))
     for step in ddp:

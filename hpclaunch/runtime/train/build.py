@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from hpclaunch.config.overrides import apply_overrides, read_override, set_dropout
 from hpclaunch.runtime.train.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.train.corpus import builtin_corpus
+from hpclaunch.runtime.train.generate_model import auto_class, build_in_child
 from hpclaunch.runtime.train.held import is_sharded, local
 from hpclaunch.runtime.train.metrics import MetricsWriter, full_numel
 from hpclaunch.state import timeline
@@ -26,8 +27,6 @@ from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
     from transformers import (
-        AutoModelForCausalLM,
-        AutoModelForMaskedLM,
         PreTrainedConfig,
         PreTrainedModel,
         PreTrainedTokenizerBase,
@@ -144,12 +143,6 @@ def model_config(spec: JobSpec, tokenizer: PreTrainedTokenizerBase) -> tuple[Pre
     return config, changes
 
 
-def _auto_class(task: str) -> type[AutoModelForCausalLM] | type[AutoModelForMaskedLM]:
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
-
-    return AutoModelForMaskedLM if task == "masked-lm" else AutoModelForCausalLM
-
-
 _ZERO3: list[Any] = []  # the HfDeepSpeedConfig of this process: transformers holds only a weak reference
 
 
@@ -180,13 +173,12 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
 
     hf_logging.disable_progress_bar()
     config, changes = model_config(spec, tokenizer)
-    auto = _auto_class(spec.recipe.task)
+    auto = auto_class(spec.recipe.task)
     if m.source == "generate":
         seed = spec.recipe.train.seed
 
-        def build(out: Path) -> None:  # rank 0 alone: before ZeRO-3's collective init is switched on
-            torch.manual_seed(seed)
-            auto.from_config(config).save_pretrained(out)
+        def build(out: Path) -> None:  # rank 0 alone, in a child: no DeepSpeed import here, no ZeRO-3 init there
+            build_in_child(config, spec.recipe.task, seed, out)
 
         key = fingerprint("model", spec.recipe.task, config.to_dict(), seed, 1)
         path = generated(job_store(spec), "models", key, build, d)

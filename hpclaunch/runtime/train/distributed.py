@@ -101,6 +101,7 @@ def init_distributed(*, deepspeed: bool = False, seed: int | None = None, thread
     tensor_parallel: ranks per model replica (parallel.model_parallel), dividing the world size.
     deterministic (train.deterministic, the `parity` presets): deterministic kernels where the backend has
     them (a warning where it has none), no TF32, no cuDNN autotuning, so that runs on two clusters compare."""
+    timeline.mark("imports_done")  # rank 0: the script's module imports are done (torch, the runtime)
     if deterministic:  # read by cuBLAS when it initialises: before the device is touched
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     accelerator = os.environ.get("HPCLAUNCH_ACCELERATOR") or ("cuda" if torch.cuda.is_available() else "cpu")

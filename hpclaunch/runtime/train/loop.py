@@ -25,7 +25,7 @@ import torch
 
 from hpclaunch.runtime.node import progress
 from hpclaunch.runtime.node.inject import Injector
-from hpclaunch.runtime.train import checkpoint, deadline, peaks
+from hpclaunch.runtime.train import checkpoint, deadline, peaks, startup
 from hpclaunch.runtime.train.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
@@ -196,6 +196,7 @@ class _Run:
     def first_step_done(self) -> None:
         """Once: the model states this rank holds, to check the memory plan against, and the start-up timeline's end."""
         self.writer.write("states", **self.engine.held_states(), world_size=self.d.world_size)
+        self.writer.write("startup", **startup.usage())  # CPU seconds and packages from process start
         if self.d.is_main:
             self.d.synchronize()
             timeline.mark("first_step")
