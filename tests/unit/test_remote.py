@@ -61,12 +61,12 @@ def test_ssh_checks_host_keys_and_shares_one_connection(tmp_path, runtime_dir):
     assert "ControlPersist=" in line
     assert argv[-3:] == ["--", "login", "squeue --me"]  # the remote words quoted for its shell, after --
     assert (runtime_dir / "hpclaunch-ssh").stat().st_mode & 0o777 == 0o700
+    assert "not read here" not in line  # the key is a path ssh reads, never its content
 
 
 def test_a_runtime_folder_too_long_for_a_socket_is_passed_over(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
     assert len(str(control_dir())) <= CONTROL_DIR_MAX and control_dir().stat().st_mode & 0o777 == 0o700
-    assert "not read here" not in line  # the key is a path ssh reads, never its content
 
 
 def test_a_control_folder_others_may_enter_is_refused(runtime_dir):
