@@ -31,7 +31,7 @@ def host(record: registry.JobRecord) -> SshHost:
 
 def local_copy(record: registry.JobRecord) -> Path | None:
     """For a job submitted over SSH, a fresh local copy of the small files of its run directory on the login node
-    (the older copy when the login node cannot be reached now); None for any other job."""
+    (the older copy when it cannot be read now, None without one); None for any other job."""
     if not record.remote:
         return None
     local = copy_dir(record)
@@ -41,9 +41,7 @@ def local_copy(record: registry.JobRecord) -> Path | None:
         host(record).get_dir(Path(record.run_dir), fresh, exclude=NOT_COPIED)
     except CommandError:
         shutil.rmtree(fresh, ignore_errors=True)
-        if not local.is_dir():
-            raise
-        return local
+        return local if local.is_dir() else None
     shutil.rmtree(local, ignore_errors=True)
     fresh.rename(local)
     RunFiles(local).logs.mkdir(exist_ok=True)
@@ -53,5 +51,9 @@ def local_copy(record: registry.JobRecord) -> Path | None:
 def local_view(record: registry.JobRecord) -> registry.JobRecord:
     """The record with its run_dir the local copy (`local_copy`) for a job submitted over SSH: for the readers of
     a run directory (report); any other record as it is."""
-    local = local_copy(record)
+    local = local_copy(record) if record.remote else None
+    if record.remote and local is None:
+        raise CommandError(f"cannot read the run directory of job {record.job_id} on {host(record).target.label}: "
+                           f"{record.run_dir}", hint=f"`hpclaunch status {record.job_id}` says whether the login "
+                                                     "node answers; was the run directory removed there?")
     return record if local is None else dataclasses.replace(record, run_dir=str(local))

@@ -147,3 +147,33 @@ def test_a_dry_run_renders_for_the_cluster_and_asks_no_login_node(tmp_path):
     staged = proc.stderr.rsplit("run directory ", 1)[1].strip()
     assert staged.startswith(str(tmp_path / "home" / "staging"))
     assert "/tmp/hpclaunch-ssh-runs/" in proc.stdout  # the script names the run directory on the cluster
+
+
+def test_a_job_record_keeps_its_login_node_and_no_key(tmp_path, monkeypatch):
+    from hpclaunch.state import registry
+
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path))
+    where = Target("127.0.0.1", "root", 2222, "/keys/id_ed25519", "/keys/known_hosts")
+    common = dict(scheduler="slurm", profile="dev-slurm-ssh", recipe="gpt2", preset="tiny", launcher="torchrun",
+                  layout="2n1g", name="gpt2", run_dir="/scratch/runs/x", submitted_at="2026-11-25T07:00:00+0000")
+    registry.add(registry.JobRecord(job_id="7", remote=where.to_dict(), **common))
+    registry.add(registry.JobRecord(job_id="8", **common))
+    assert Target.from_dict(registry.get("7").remote) == where
+    assert "remote" not in (tmp_path / "registry" / "8.json").read_text()  # older versions read it as before
+    assert registry.get("8").remote is None
+
+
+@pytest.mark.parametrize(("root", "want"), [(None, "/home/alice/.hpclaunch/runs"), ("~/runs", "/home/alice/runs"),
+                                            ("/scratch/alice", "/scratch/alice")])
+def test_the_run_root_is_the_login_nodes(root, want):
+    from hpclaunch.config.base import replace
+    from hpclaunch.config.loader import load_profile
+    from hpclaunch.submission.overssh import remote_run_dir
+
+    profile = replace(load_profile("dev-slurm-ssh"), run_root=root)
+
+    class Spec:
+        name = "gpt2"
+
+    Spec.profile = profile
+    assert str(remote_run_dir(Spec, "/home/alice").parent) == want  # type: ignore[arg-type]
