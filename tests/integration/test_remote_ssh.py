@@ -129,6 +129,8 @@ def test_a_two_node_job_submitted_over_ssh_completes_and_its_logs_are_read(lapto
     assert status["last_metrics"]["step"] == 8  # read from the cluster's run directory over SSH
     assert status["remote"]["host"] == "127.0.0.1" and status["remote"]["port"] == 2222
     assert job in ok(run(laptop, no_slurm_path, "jobs")).stdout
+    watched = ok(run(laptop, no_slurm_path, "watch", job, "--once")).stdout
+    assert job in watched and "COMPLETED" in watched and "8/8" in watched  # step/max from the copied metrics
     logs = ok(run(laptop, no_slurm_path, "logs", job, "-n", "3")).stdout
     assert "[rank0] " in logs and "[rank1] " in logs and "==> batch output <==" in logs
     losses = ok(run(laptop, no_slurm_path, "logs", job, "--rank", "1", "--grep", "loss", "-n", "2")).stdout
