@@ -6,6 +6,7 @@ cluster's sshd in tests/integration/test_remote_ssh.py."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -177,3 +178,28 @@ def test_the_run_root_is_the_login_nodes(root, want):
 
     Spec.profile = profile
     assert str(remote_run_dir(Spec, "/home/alice").parent) == want  # type: ignore[arg-type]
+
+
+def test_the_streamed_job_output_is_split_into_rank_lines_and_restarts():
+    import queue
+    import time
+
+    from hpclaunch.logs.follow import Restart
+    from hpclaunch.logs.read import Line
+    from hpclaunch.logs.remote import _drain
+
+    lines: queue.Queue[bytes | None] = queue.Queue()
+    for raw in (b"hpclaunch: job 7 restart 0 on node1,node2, head node1:29500", b"[rank0]: step 1 loss 3.2",
+                b"[rank1]: step 1 loss 3.3", b"hpclaunch: job 7 restart 1 on node1,node3, head node1:29500",
+                b"[rank1]: resumed from step-1", None):
+        lines.put(raw)
+    state = {"restart": 0}
+    events = list(_drain(lines, time.monotonic() + 1, state, None, None))
+    assert events == [Line(None, 0, "hpclaunch: job 7 restart 0 on node1,node2, head node1:29500"),
+                      Line(0, 0, "step 1 loss 3.2"), Line(1, 0, "step 1 loss 3.3"), Restart(1),
+                      Line(None, 1, "hpclaunch: job 7 restart 1 on node1,node3, head node1:29500"),
+                      Line(1, 1, "resumed from step-1")]
+    for raw in (b"[rank0]: step 2 loss 3.1", b"[rank1]: step 2 loss 3.0", b"[rank1]: saved", None):
+        lines.put(raw)
+    only = list(_drain(lines, time.monotonic() + 1, state, 1, re.compile(b"loss")))
+    assert only == [Line(1, 1, "step 2 loss 3.0")]
