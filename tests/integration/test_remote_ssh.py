@@ -133,8 +133,9 @@ def test_a_two_node_job_submitted_over_ssh_completes_and_its_logs_are_read(lapto
     assert job in watched and "COMPLETED" in watched and "8/8" in watched  # step/max from the copied metrics
     logs = ok(run(laptop, no_slurm_path, "logs", job, "-n", "3")).stdout
     assert "[rank0] " in logs and "[rank1] " in logs and "==> batch output <==" in logs
-    losses = ok(run(laptop, no_slurm_path, "logs", job, "--rank", "1", "--grep", "loss", "-n", "2")).stdout
-    assert len(losses.splitlines()) == 2 and all(ln.startswith("[rank1] ") for ln in losses.splitlines())
+    losses = ok(run(laptop, no_slurm_path, "logs", job, "--rank", "0", "--grep", "loss", "-n", "2")).stdout
+    assert len(losses.splitlines()) == 2 and all(ln.startswith("[rank0] ") and "loss" in ln
+                                                 for ln in losses.splitlines())
     report = json.loads(ok(run(laptop, no_slurm_path, "report", job, "--json")).stdout)
     assert report["plots"] and report["timeline"]  # from the copy of the run directory, written on the laptop
     assert all(p.startswith(str(home / "remote")) for p in report["plots"])

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
 
+SSH_SESSION_VARS = ("SSH_CLIENT", "SSH_CONNECTION", "SSH2_CLIENT", "SSH_TTY", "SSH_AUTH_SOCK")
 MIN_RUN_BEFORE_WARNING = 13 * 60  # a job warned sooner after its start would requeue itself forever
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
@@ -258,7 +259,11 @@ class SlurmScheduler(Scheduler):
         return self._sbatch(["sbatch", "--parsable", *dependency_option(after), *excluded, str(script)])
 
     def _sbatch(self, argv: list[str]) -> str:
-        """Run sbatch --parsable; the job id it answered."""
+        """Run sbatch --parsable; the job id it answered. Over SSH, without the session's SSH_* variables: sbatch
+        passes its environment on to the job, where SSH_CLIENT makes every `bash -c` of a step read ~/.bashrc
+        (which may put another python first) and would tell the job the laptop's address."""
+        if self.host.remote:
+            argv = ["env", *(f"-u{name}" for name in SSH_SESSION_VARS), *argv]
         proc = self.host.run(argv, timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
