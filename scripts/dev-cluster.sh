@@ -443,7 +443,7 @@ cmd_up() {
     && nodes_ok; then
     nodes_idle || log "nodes are up (some are running jobs)"
     log "cluster already up (accounting $mode)"
-    "$HERE/dev-sshd.sh" up
+    "$HERE/dev-sshd.sh" up || log "warning: the SSH login (scripts/dev-sshd.sh) did not start"
     sinfo
     return 0
   fi
@@ -474,7 +474,7 @@ cmd_up() {
   wait_nodes
   slurmrestd_up
   log "slurmrestd answers on $REST_LISTEN (a token: scripts/dev-cluster.sh token)"
-  "$HERE/dev-sshd.sh" up
+  "$HERE/dev-sshd.sh" up || log "warning: the SSH login (scripts/dev-sshd.sh) did not start"
   log "cluster up: 4 nodes, accounting $mode ($(elapsed)s)"
   sinfo
 }
