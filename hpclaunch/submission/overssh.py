@@ -20,7 +20,7 @@ from hpclaunch.core.remote import SshHost, Target, parse_target
 from hpclaunch.errors import ConfigError
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
-from hpclaunch.submission.preflight import PLAN_CHECKS, notes, preflight
+from hpclaunch.submission.preflight import ASSET_CHECKS, PLAN_CHECKS, preflight
 from hpclaunch.submission.render import render
 from hpclaunch.submission.rundir import recipe_copy, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.submission.space import with_checkpoint_size
@@ -73,12 +73,19 @@ def _staging(run_dir: Path) -> Path:
     return hpclaunch_home() / "staging" / run_dir.name
 
 
-def prepare(spec: JobSpec, home: str, *, strict: bool, skip_fit_check: bool) -> tuple[Submission, Path]:
-    """Check, render for the cluster's run directory and write it into a local staging folder: (the submission,
-    whose run_dir is the cluster's, the staging folder)."""
+def prepare(spec: JobSpec, home: str, *, strict: bool, skip_fit_check: bool,
+            host: SshHost | None = None) -> tuple[Submission, Path]:
+    """Check (the staged assets in the login node's store, where `host` is given), render for the cluster's run
+    directory and write it into a local staging folder: (the submission, whose run_dir is the cluster's, the
+    staging folder)."""
+    from hpclaunch.submission.remoteassets import check_assets
     from hpclaunch.submission.submit import Submission
 
-    warnings = preflight(spec, strict=strict, skip=PLAN_CHECKS if skip_fit_check else ()) + notes(spec)
+    warnings = preflight(spec, strict=strict, skip=(*ASSET_CHECKS, *(PLAN_CHECKS if skip_fit_check else ())))
+    if host is not None:
+        check_assets(spec, host, home)
+    else:
+        warnings.append("the staged assets are checked in the login node's store when the job is submitted")
     run_dir = remote_run_dir(spec, home)
     job_spec = with_recipe_copy(with_checkpoint_size(spec), run_dir)
     rendered = render(job_spec, run_dir)
@@ -108,7 +115,7 @@ def submit(spec: JobSpec, where: Target, after: Sequence[str] = (), *, skip_fit_
     scheduler = get_scheduler(spec.profile.scheduler, where.to_dict())
     scheduler.dependency_options(after)
     scheduler.check_available()  # logs in: an unreachable host or unknown host key stops here
-    prepared, staging = prepare(spec, host.home(), strict=True, skip_fit_check=skip_fit_check)
+    prepared, staging = prepare(spec, host.home(), strict=True, skip_fit_check=skip_fit_check, host=host)
     run_dir = prepared.run_dir
     try:
         record_submit(spec, staging)

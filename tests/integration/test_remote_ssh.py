@@ -199,3 +199,61 @@ def test_an_unknown_host_key_is_refused_with_nothing_submitted(laptop, no_slurm_
     assert set(RUN_ROOT.iterdir()) == runs
     assert (set((home / "registry").glob("*.json")) if (home / "registry").exists() else set()) == records
     shutil.rmtree(fresh)
+
+
+def _staged(store: Path) -> Path:
+    """A model staged in `store` as stage-assets leaves it: its files and a manifest with their sizes and times."""
+    from hpclaunch.assets.store import FileEntry, Manifest, asset_path, sha256_file, write_manifest
+
+    folder = asset_path(store, "model", "org/tiny-model", "main")
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text('{"n_layer": 1}\n')
+    (folder / "sub" / "model.safetensors").write_bytes(b"\0" * 4096)
+    files = [FileEntry(p, (folder / p).stat().st_size, sha256_file(folder / p), (folder / p).stat().st_mtime_ns)
+             for p in ("config.json", "sub/model.safetensors")]
+    write_manifest(folder, Manifest("org/tiny-model", "model", "main", "abc", "https://hub", "now",
+                                    parts=["config", "weights"], files=files))
+    return folder
+
+
+def test_the_staged_assets_are_checked_in_the_login_nodes_store(laptop, tmp_path, monkeypatch):
+    from hpclaunch.core.remote import SshHost, Target
+    from hpclaunch.errors import AssetError
+    from hpclaunch.submission import remoteassets
+
+    class Req:
+        kind, repo_id, revision, parts, configs = "model", "org/tiny-model", "main", {"config", "weights"}, set()
+
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(laptop[0]))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(laptop[2]))
+    import hpclaunch.assets.check
+
+    # the job asks for this one model (the store's own request objects are made from a recipe's hub keys)
+    monkeypatch.setattr(hpclaunch.assets.check, "requests_for_spec", lambda spec: [Req()])
+    monkeypatch.setattr("hpclaunch.assets.requests.requests_for_spec", lambda spec: [Req()])
+    folder = _staged(tmp_path / "store")
+    from hpclaunch.api import resolve_spec
+    from hpclaunch.config.base import replace
+    from hpclaunch.submission.resolve import CliOverrides
+
+    spec = resolve_spec("gpt2", str(laptop[1] / "dev-slurm-ssh.yaml"), CliOverrides(preset="tiny"))
+    spec = replace(spec, profile=replace(spec.profile, assets=replace(spec.profile.assets,
+                                                                        store=str(tmp_path / "store"))))
+    host = SshHost(Target("127.0.0.1", "root", 2222, str(SSHD / "client_ed25519"), str(laptop[1] / "known_hosts")))
+    remoteassets.check_assets(spec, host, "/root")  # sizes and times as the manifest says: staged
+    (folder / "sub" / "model.safetensors").write_bytes(b"\0" * 10)
+    with pytest.raises(AssetError, match=r"not ready in the store .*/store on root@127.0.0.1:2222:\n.*wrong size"):
+        remoteassets.check_assets(spec, host, "/root")
+
+
+def test_a_job_whose_assets_the_login_node_lacks_is_refused(laptop, no_slurm_path, tmp_path):
+    home, conf, _ = laptop
+    runs = set(RUN_ROOT.iterdir())
+    text = (conf / "dev-slurm-ssh.yaml").read_text().replace("store: ~/.hpclaunch/assets", f"store: {tmp_path}/none")
+    (tmp_path / "dev-slurm-ssh.yaml").write_text(text)
+    proc = run(laptop, no_slurm_path, "submit", "gpt2", "--profile", str(tmp_path / "dev-slurm-ssh.yaml"),
+               "--layout", "1n1g", "--time", "00:10:00")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"not ready in the store {tmp_path}/none on root@127.0.0.1:2222" in proc.stderr
+    assert "model 'gpt2'" in proc.stderr and "is not staged" in proc.stderr and "Traceback" not in proc.stderr
+    assert set(RUN_ROOT.iterdir()) == runs
