@@ -176,15 +176,19 @@ class SshHost:
         """The login node's home folder (where `~` in a remote path points)."""
         return self.run(["sh", "-c", 'printf %s "$HOME"']).stdout.strip()
 
-    def put_dir(self, local: Path, remote: Path, *, timeout: float = 600.0) -> None:
-        """Copy the folder `local` to `remote` (which must not exist) as a tar stream over the connection: written
-        beside the final name and renamed, so the remote folder is complete or absent."""
-        partial = remote.with_name(f".{remote.name}.partial")
-        script = (f"set -e; mkdir -p {shlex.quote(str(remote.parent))}; rm -rf {shlex.quote(str(partial))}; "
-                  f"mkdir -m 700 {shlex.quote(str(partial))}; tar -x -C {shlex.quote(str(partial))} -f - "
-                  f"|| {{ rm -rf {shlex.quote(str(partial))}; exit 1; }}; chmod 755 {shlex.quote(str(partial))}; "
-                  f"mv -T {shlex.quote(str(partial))} {shlex.quote(str(remote))}")
-        tar = subprocess.Popen(["tar", "-c", "-C", str(local), "-f", "-", "."], stdout=subprocess.PIPE)
+    def put_dir(self, local: Path, remote: Path, *, timeout: float = 3600.0, replace: bool = False) -> None:
+        """Copy the folder `local` to `remote` (which must not exist, unless `replace`) as a tar stream over the
+        connection: written beside the final name and renamed, so the remote folder is complete or absent (with
+        `replace`, the older one until the rename)."""
+        part, dest = shlex.quote(str(remote.with_name(f".{remote.name}.partial"))), shlex.quote(str(remote))
+        old = shlex.quote(str(remote.with_name(f".{remote.name}.old")))
+        swap = (f"rm -rf {old}; if [ -e {dest} ]; then mv -T {dest} {old}; fi; mv -T {part} {dest}; rm -rf {old}"
+                if replace else f"mv -T {part} {dest}")
+        script = (f"set -e; mkdir -p {shlex.quote(str(remote.parent))}; rm -rf {part}; mkdir -m 700 {part}; "
+                  f"tar -x -C {part} -f - || {{ rm -rf {part}; exit 1; }}; chmod 755 {part}; {swap}")
+        # posix (pax) format: mtimes to the nanosecond, which the asset manifests record
+        tar = subprocess.Popen(["tar", "-c", "--format=posix", "-C", str(local), "-f", "-", "."],
+                               stdout=subprocess.PIPE)
         try:
             proc = subprocess.run([*self.ssh_argv(), shlex.join(["sh", "-c", script])], stdin=tar.stdout,
                                   capture_output=True, text=True, timeout=timeout)

@@ -257,3 +257,37 @@ def test_a_job_whose_assets_the_login_node_lacks_is_refused(laptop, no_slurm_pat
     assert f"not ready in the store {tmp_path}/none on root@127.0.0.1:2222" in proc.stderr
     assert "model 'gpt2'" in proc.stderr and "is not staged" in proc.stderr and "Traceback" not in proc.stderr
     assert set(RUN_ROOT.iterdir()) == runs
+
+
+from tests.fixtures.hubserver import fixtures as _hubfx  # noqa: E402
+
+hub_root, hub, asset_env = _hubfx.hub_root, _hubfx.hub, _hubfx.asset_env  # the loopback hub's fixtures
+
+
+def test_stage_assets_stages_here_and_sends_them_to_the_login_nodes_store(asset_env, hub, laptop, tmp_path,
+                                                                         monkeypatch):
+    import yaml
+
+    from hpclaunch.assets.store import check_files, read_manifest
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(laptop[2]))
+    login_store = tmp_path / "login-store"
+    name = asset_env.profile("hubssh", store=login_store, mirror=hub.url)
+    path = asset_env.root / "cluster_profiles" / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data.update(scheduler="slurm", remote={"host": "127.0.0.1", "user": "root", "port": 2222,
+                                            "identity": str(SSHD / "client_ed25519"),
+                                            "known_hosts": str(laptop[1] / "known_hosts")})
+    path.write_text(yaml.safe_dump(data))
+    res = asset_env.run("stage-assets", "--model", "tiny-org/tiny-model", "--profile", name, "--json", "--timeout", "3")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["host"] == "root@127.0.0.1:2222"
+    folder = login_store / "models" / "tiny-org--tiny-model" / "main"
+    manifest = read_manifest(folder)
+    assert manifest is not None and manifest.repo_id == "tiny-org/tiny-model"
+    # sizes and times to the nanosecond as the manifest records them: the check before a submit trusts them
+    assert check_files(folder, manifest, hash_modified=False) == []
+    sent = folder.stat().st_ino
+    again = asset_env.run("stage-assets", "--model", "tiny-org/tiny-model", "--profile", name, "--json")
+    assert again.exit_code == 0, again.output
+    assert folder.stat().st_ino == sent  # the same asset is not sent again
