@@ -158,8 +158,10 @@ def test_commands_share_one_ssh_connection(laptop, no_slurm_path, gpt2):
 @pytest.mark.slow
 def test_logs_follow_streams_a_running_job_and_cancel_stops_it(laptop, no_slurm_path):
     profile = str(laptop[1] / "dev-slurm-ssh.yaml")
+    # --remote over the profile's login (its identity and known_hosts kept)
     job, run_dir = submitted(run(laptop, no_slurm_path, "submit", "gpt2", "--profile", profile, "--preset", "tiny",
-                                 "--layout", "2n1g", *SHORT, "--set", "train.max_steps=100000"))
+                                 "--layout", "2n1g", *SHORT, "--set", "train.max_steps=100000",
+                                 "--remote", "root@127.0.0.1:2222"))
     follow = subprocess.Popen(command(laptop, no_slurm_path, "logs", job, "-f", "--rank", "0"), env=env(laptop),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert follow.stdout is not None
