@@ -237,16 +237,27 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
 
 def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: Sequence[str] = (),
                    max_parallel: int | None = None, *, dry_run: bool = False, after: Sequence[str] = (),
-                   skip_fit_check: bool = False) -> Job:
-    """`submit` with the command line's own words (``--set``/``--sweep``/``--after`` strings): what
+                   skip_fit_check: bool = False, remote: str | None = None) -> Job:
+    """`submit` with the command line's own words (``--set``/``--sweep``/``--after``/``--remote`` strings): what
     `hpclaunch submit` calls."""
+    from hpclaunch.submission import overssh
     from hpclaunch.submission import submit as submission
 
+    if remote is not None:
+        overssh.parse_target(remote)  # a bad --remote is refused before anything is resolved
     if sweep or max_parallel is not None:
+        if remote is not None:
+            raise ConfigError("--remote with --sweep: a sweep is not submitted over SSH yet", key="--remote",
+                              hint="submit each value with --set, or run hpclaunch on the login node")
         return _submit_sweep(recipe, profile, cli, sweep, max_parallel, dry_run=dry_run, after=after,
                              skip_fit_check=skip_fit_check)
-    spec = resolve_spec(recipe, profile, cli)
-    if dry_run:
+    spec = overssh.with_remote(resolve_spec(recipe, profile, cli), remote)
+    where = overssh.target(spec)
+    if where is not None:
+        _check_after(spec, after)
+        done = (overssh.dry_run(spec, skip_fit_check=skip_fit_check) if dry_run
+                else overssh.submit(spec, where, after, skip_fit_check=skip_fit_check))
+    elif dry_run:
         _check_after(spec, after)
         done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
     else:

@@ -24,7 +24,8 @@ HOST_IP=$SUBNET.254
 NS_PREFIX=hpc-
 APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux  # tmux: the watch/follow tests
           slurmrestd slurm-wlm-jwt-plugin curl
-          charliecloud-runtime squashfs-tools mmdebstrap)  # ch-run, the test image (scripts/build-test-image.sh)
+          charliecloud-runtime squashfs-tools mmdebstrap  # ch-run, the test image (scripts/build-test-image.sh)
+          openssh-server)  # the SSH login of scripts/dev-sshd.sh (docs/remote.md)
 
 ETC=/etc/slurm
 RUN=/run/slurm-dev
@@ -443,6 +444,7 @@ cmd_up() {
     && nodes_ok; then
     nodes_idle || log "nodes are up (some are running jobs)"
     log "cluster already up (accounting $mode)"
+    "$HERE/dev-sshd.sh" up || log "warning: the SSH login (scripts/dev-sshd.sh) did not start"
     sinfo
     return 0
   fi
@@ -473,6 +475,7 @@ cmd_up() {
   wait_nodes
   slurmrestd_up
   log "slurmrestd answers on $REST_LISTEN (a token: scripts/dev-cluster.sh token)"
+  "$HERE/dev-sshd.sh" up || log "warning: the SSH login (scripts/dev-sshd.sh) did not start"
   log "cluster up: 4 nodes, accounting $mode ($(elapsed)s)"
   sinfo
 }

@@ -1,1 +1,2 @@
-"""The offline asset store: staging from a hub endpoint, manifests, verification, packing."""
+"""The offline asset store: staging from a hub endpoint, manifests, verification, packing; staging here for a
+login node's store over SSH (overssh)."""

@@ -42,6 +42,9 @@ class StagePlan:
     endpoints: tuple[str, ...]
     specs: tuple[JobSpec, ...] = ()
     notes: tuple[str, ...] = ()  # e.g. a recipe that needs no hub assets
+    # a profile with remote: (docs/remote.md): `store` is an outbox here, copied to `login_store` there
+    remote: dict[str, Any] | None = None
+    login_store: str | None = None
 
 
 def plan_stage(profile: str, specs: Sequence[JobSpec] = (), *, models: Sequence[str] = (),
@@ -63,6 +66,12 @@ def plan_stage(profile: str, specs: Sequence[JobSpec] = (), *, models: Sequence[
     if not wanted and not specs:
         raise NothingToStage("nothing to stage: give a RECIPE, --model or --dataset")
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
+    if prof.remote is not None:  # staged here (where the network is), then copied to the login node's store
+        from hpclaunch.assets.overssh import outbox
+
+        return StagePlan(outbox(prof.remote.host), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes),
+                         {f: getattr(prof.remote, f) for f in ("host", "user", "port", "identity", "known_hosts")},
+                         asset_store(prof))
     return StagePlan(store_root(asset_store(prof)), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes))
 
 
@@ -120,6 +129,10 @@ def stage_assets(plan: StagePlan, *, workers: int = 8, verify: bool = False, tim
     An asset that fails does not stop the others: see `StageOutcome.errors` and `StageOutcome.check`."""
     t0 = time.monotonic()
     host = None
+    if plan.remote is not None and slurm_partition:
+        raise AssetError("--slurm-partition stages inside a job on the cluster: not with a profile that submits over "
+                         "SSH (remote:), which stages here and copies the assets to the login node",
+                         hint="leave out --slurm-partition")
     if slurm_partition:
         from hpclaunch.assets.remote import stage_via_slurm
         from hpclaunch.core.paths import hpclaunch_home
@@ -131,6 +144,10 @@ def stage_assets(plan: StagePlan, *, workers: int = 8, verify: bool = False, tim
     else:
         results, errors = stage_many(plan.requests, plan.store, plan.endpoints, workers=workers, verify=verify,
                                      timeout=timeout, on_event=on_event)
+    if plan.remote is not None and not errors:
+        from hpclaunch.assets.overssh import send
+
+        host = send(plan, [r.path for r in results])
     outcome = StageOutcome(plan, results, errors, time.monotonic() - t0, host)
     if pack_file is not None and not errors:
         from hpclaunch.assets.pack import pack
@@ -165,6 +182,9 @@ def prepare_datasets(plan: StagePlan) -> Iterator[dict[str, Any]]:
     cache is there already), yielding what each preparation reports as it finishes."""
     from hpclaunch.assets.prepare import prepare_data
 
+    if plan.remote is not None:
+        raise AssetError("--prepare tokenizes into the store: not yet over SSH (remote:), whose store is on the login "
+                         "node", hint="run `hpclaunch stage-assets RECIPE --prepare` on the login node")
     for spec in plan.specs:
         if spec.recipe.dataset is not None:
             yield prepare_data(spec, plan.store)

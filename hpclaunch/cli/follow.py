@@ -84,9 +84,17 @@ def follow_to_end(job_id: str, run_dir: Path) -> None:
     exit 1 unless it COMPLETED (`submit --follow`, `resume --follow`)."""
     from hpclaunch.errors import JobFailed
     from hpclaunch.logs.follow import follow_job
+    from hpclaunch.state import registry
 
-    events = follow_job(job_id, rank_logs=False, job_output=job_id)
-    status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
+    record = registry.get(job_id)
+    if record.remote:  # submitted over SSH: its output streamed from the login node (hpclaunch/logs/remote.py)
+        from hpclaunch.logs.remote import follow_record
+
+        status = print_followed(job_id, follow_record(record), lambda line: click.echo(
+            line.text if line.rank is None else f"[rank{line.rank}]: {line.text}"))
+    else:
+        events = follow_job(job_id, rank_logs=False, job_output=job_id)
+        status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
     if status is None:
         return
     click.echo(f"job {job_id} {status.state}" + (f" (exit {status.exit_code})" if status.exit_code else ""),

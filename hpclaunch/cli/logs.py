@@ -12,16 +12,18 @@ import click
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.errors import CommandError, ConfigError, NotFoundError
+from hpclaunch.logs.read import LOCAL
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.state import registry
+from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
-    from hpclaunch.logs.read import Line
+    from hpclaunch.logs.read import Line, Reader
 
 
 def _status(record: registry.JobRecord) -> JobStatus | None:
     try:
-        return get_scheduler(record.scheduler).status([record.job_id]).get(record.job_id)
+        return get_scheduler(record.scheduler, record.remote).status([record.job_id]).get(record.job_id)
     except CommandError:
         return None  # diagnose from the logs alone
 
@@ -76,6 +78,12 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     else:
         record = registry.get(job)
     run_dir = Path(record.run_dir)
+    if record.remote:
+        if diagnose:
+            raise ConfigError(f"--diagnose reads the logs of job {job} where they are: it was submitted over SSH "
+                              "(docs/remote.md)", hint=f"run `hpclaunch logs {job} --diagnose` on the login node")
+        _remote_logs(record, rank, restart, tail, _pattern(grep), _printer(as_json), as_json, follow)
+        return
     if diagnose:
         _diagnose(record, run_dir, as_json)
         return
@@ -84,7 +92,7 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     if follow:
         _follow(record, run_dir, rank, tail, pattern, emit, as_json)
         return
-    _print_logs(job, run_dir, rank, restart, tail, pattern, emit, as_json)
+    _print_logs(job, RunFiles(run_dir), rank, restart, tail, pattern, emit, as_json)
 
 
 def _diagnose(record: registry.JobRecord, run_dir: Path, as_json: bool) -> None:
@@ -134,25 +142,48 @@ def _follow(record: registry.JobRecord, run_dir: Path, rank: int | None, tail: i
                    status=None if as_json else StatusLine(run_dir))
 
 
-def _print_logs(job: str, run_dir: Path, rank: int | None, restart: int | None, tail: int | None,
-                pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool) -> None:
+def _remote_logs(record: registry.JobRecord, rank: int | None, restart: int | None, tail: int | None,
+                 pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool, follow: bool) -> None:
+    """The logs of a job submitted over SSH, streamed from the login node (hpclaunch/logs/remote.py)."""
+    from hpclaunch.core.remote import SshHost, Target
+    from hpclaunch.logs import remote
+
+    assert record.remote is not None
+    host, run_dir = SshHost(Target.from_dict(record.remote)), Path(record.run_dir)
+    if not follow:
+        listed = remote.listing(host, run_dir)
+        _print_logs(record.job_id, listed, rank, restart, tail, pattern, emit, as_json,
+                    remote.SshReader(host, listed.root, run_dir))
+        return
+    from hpclaunch.cli.follow import print_followed
+
+    if tail:
+        listed = remote.listing(host, run_dir)
+        _print_logs(record.job_id, listed, rank, restart, tail, pattern, emit, True,
+                    remote.SshReader(host, listed.root, run_dir), batch=False)
+    events = remote.follow_record(record, rank=rank, pattern=pattern, start_at_end=bool(tail))
+    print_followed(record.job_id, events, emit, restarts=not as_json, status=None)
+
+
+def _print_logs(job: str, run: RunFiles, rank: int | None, restart: int | None, tail: int | None,
+                pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool,
+                reader: Reader = LOCAL, batch: bool = True) -> None:
     """The rank logs restart by restart, then the batch output; when there is nothing, where to look instead."""
     from hpclaunch.logs.read import batch_lines, merged
-    from hpclaunch.state.runfiles import RunFiles
 
-    files = RunFiles(run_dir).rank_logs(rank=rank, restart=restart)
+    files = run.rank_logs(rank=rank, restart=restart)
     restarts = {f.restart for f in files}
     shown = 0
     current = None
-    for line in merged(files, tail=tail, pattern=pattern):
+    for line in merged(files, tail=tail, pattern=pattern, reader=reader):
         if len(restarts) > 1 and line.restart != current and not as_json:
             click.echo(f"==> restart {line.restart} <==")
         current = line.restart
         emit(line)
         shown += 1
-    if rank is None:
+    if rank is None and batch:
         header = bool(files) and not as_json
-        for line in batch_lines(RunFiles(run_dir).job_outputs(), tail=tail, pattern=pattern):
+        for line in batch_lines(run.job_outputs(), tail=tail, pattern=pattern, reader=reader):
             if header:
                 click.echo("==> batch output <==")
                 header = False

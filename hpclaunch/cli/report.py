@@ -43,6 +43,10 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     if is_sweep(record):
         _report_sweep(record, out, as_json)
         return
+    if record.remote:  # submitted over SSH: a local copy of its run directory's small files; the plots go there
+        from hpclaunch.jobs.remote import local_view
+
+        record = local_view(record)
     m = load_run(Path(record.run_dir), job)
     out = out or Path(record.run_dir) / "report"
     paths = plot_run(m, out, f"job {job} ({record.recipe})")
@@ -87,7 +91,7 @@ def _usage(record: registry.JobRecord) -> dict:
     from hpclaunch.schedulers import get_scheduler
 
     samples = usage.read_samples(RunFiles(Path(record.run_dir)).usage)
-    measured = get_scheduler(record.scheduler).usage(record.job_id)
+    measured = get_scheduler(record.scheduler, record.remote).usage(record.job_id)
     used = usage.with_peak(usage.summarize(**measured), samples) if measured else None
     if used is None:  # no accounting (or the local scheduler): the time from the status, the rest from samples
         used = usage.with_samples(usage.from_status(statuses([record])[record.job_id]), samples)

@@ -23,7 +23,7 @@ _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_
 
 
 def _find_job(record: registry.JobRecord) -> str | None:
-    return get_scheduler(record.scheduler).find_job(Path(record.run_dir))
+    return get_scheduler(record.scheduler, record.remote).find_job(Path(record.run_dir))
 
 
 def listed_records() -> list[registry.JobRecord]:

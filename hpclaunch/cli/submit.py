@@ -28,7 +28,8 @@ from hpclaunch.submission.resolve import CliOverrides
     "hpclaunch submit RUN_DIR/resolved.yaml  # again, exactly as it ran",
     "JOB=$(hpclaunch submit gpt2 --profile dev-slurm --parsable)",
     "hpclaunch submit train.py --profile local --layout 1n2g -- --steps 3  # your own script, its own args",
-    "hpclaunch submit gpt2 --profile dev-slurm --exclude node3,node4  # never on these nodes"))
+    "hpclaunch submit gpt2 --profile dev-slurm --exclude node3,node4  # never on these nodes",
+    "hpclaunch submit gpt2 --profile dev-slurm-ssh --preset tiny  # from a laptop, over SSH (docs/remote.md)"))
 @click.argument("recipe", shell_complete=complete.recipe)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--launcher", metavar="torchrun|deepspeed", default=None,
@@ -59,6 +60,8 @@ from hpclaunch.submission.resolve import CliOverrides
                    "failed (notok); Slurm only")
 @click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
               help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
+@click.option("--remote", "remote", default=None, metavar="USER@HOST[:PORT]",
+              help="submit from here to this login node over SSH (over the profile's remote:; docs/remote.md)")
 @exclude_option
 @json_option
 def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str | None, nodes: int | None,
@@ -66,7 +69,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
                max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
                sbatch: tuple[str, ...], exclude: tuple[str, ...], as_json: bool, script_args: tuple[str, ...],
-               launcher: str | None, spare_nodes: int | None) -> None:
+               launcher: str | None, spare_nodes: int | None, remote: str | None) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -86,7 +89,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
     job = submit_request(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, after=after,
-                         skip_fit_check=skip_fit_check)
+                         skip_fit_check=skip_fit_check, remote=remote)
     if job.sweep is not None:
         from hpclaunch.cli.sweeps import print_sweep
 

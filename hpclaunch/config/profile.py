@@ -159,6 +159,17 @@ class StorageDefaults(StrictModel, frozen=True, kw_only=True):
                                       "ones use the last measured write")] = 1.0
 
 
+class RemoteConfig(StrictModel, frozen=True, kw_only=True):
+    """The login node this profile's commands run on over SSH, from a laptop (docs/remote.md)."""
+
+    host: Annotated[str, Meta(min_length=1, description="the login node's name or address")]
+    user: Annotated[str | None, Meta(description="the user to log in as; default: ssh's (~/.ssh/config)")] = None
+    port: Annotated[int, Meta(ge=1, le=65535, description="the SSH port")] = 22
+    identity: Annotated[str | None, Meta(description="the private key file ssh logs in with; default: ssh's")] = None
+    known_hosts: Annotated[str | None, Meta(description="the known_hosts file the login node's host key is checked "
+                                            "against (never skipped); default: ~/.ssh/known_hosts")] = None
+
+
 class ProfileDefaults(StrictModel, frozen=True, kw_only=True):
     layout: str | None = None
     time: SlurmTimeText | None = None
@@ -202,6 +213,8 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     storage: StorageDefaults = StorageDefaults()
     suspect_node_hours: Annotated[float, Meta(gt=0, description="how long a node blamed for a failure is excluded")
                                   ] = 24.0
+    remote: Annotated[RemoteConfig | None, Meta(description="submit from a laptop: the login node its commands run "
+                                                "on over SSH (docs/remote.md)")] = None
 
     def __post_init__(self) -> None:
         rules.consistent_profile(self)

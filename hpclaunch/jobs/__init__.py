@@ -1,4 +1,5 @@
 """A job after submit: its state (registry + scheduler), the live watch model, cancel, resume (a stopped job
-again from its checkpoint), clean, export (checkpoint -> Hugging Face folder), W&B sync.
+again from its checkpoint), clean, export (checkpoint -> Hugging Face folder), W&B sync; the local copy of a
+run directory on a login node (remote, docs/remote.md).
 
 May import: report, logs, submit and everything below. Never runtime, never cli."""

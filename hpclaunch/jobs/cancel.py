@@ -61,6 +61,6 @@ def cancel(job_ids: Sequence[str]) -> list[Cancelled]:
         if s.finished:
             out.append(Cancelled(r.job_id, False, s.state, s.ended, elements))
             continue
-        get_scheduler(r.scheduler).cancel(r.job_id)
+        get_scheduler(r.scheduler, r.remote).cancel(r.job_id)
         out.append(Cancelled(r.job_id, True, s.state, None, elements))
     return out

@@ -101,8 +101,9 @@ def _profile_run_roots() -> set[Path]:
     roots = set()
     for name, file in profile_files().items():
         try:
-            root = read_yaml(file).get("run_root")
-            if isinstance(root, str) and root:
+            data = read_yaml(file)
+            root = data.get("run_root")
+            if isinstance(root, str) and root and not data.get("remote"):  # a remote's run root is on its login node
                 roots.add(expand(root, f"profile {name} run_root"))
         except HpclaunchError:
             continue  # a broken profile: `hpclaunch profiles check` says why
@@ -121,7 +122,7 @@ def find(*, dry_runs_only: bool, older_than_s: float | None, now: float | None =
     records = registry.all_records()
     scratch = scratch_root()
     roots = {hpclaunch_home() / "runs", *_profile_run_roots(), *([scratch / "runs"] if scratch else [])}
-    roots |= {Path(r.run_dir).parent for r in records if "index" not in (r.sweep or {})}
+    roots |= {Path(r.run_dir).parent for r in records if "index" not in (r.sweep or {}) and not r.remote}
     entries = [d for root in roots if root.is_dir() for d in root.iterdir()]
     folders = sorted({d.resolve() for d in entries if _is_run_dir(d) or _is_orphan(d)})
     owners = {f: [r for r in records if _inside(Path(r.run_dir).resolve(), f)] for f in folders}

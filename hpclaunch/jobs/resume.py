@@ -111,6 +111,10 @@ def resume(job_id: str, *, from_scratch: bool = False, exclude: Sequence[str] = 
         raise CannotResume(f"{job_id} is a sweep: resume its elements one by one",
                            hint=f"hpclaunch resume ELEMENT (its elements: {elements}, ...; `hpclaunch status "
                                 f"{job_id}` lists them)")
+    if record.remote:
+        raise CannotResume(f"job {job_id} was submitted over SSH (docs/remote.md): resume does not reach its run "
+                           "directory on the login node yet", hint="run `hpclaunch resume` on the login node, or "
+                                                                   "submit its recipe again")
     files = RunFiles(Path(record.run_dir))
     if not files.script.is_file() or not files.resolved.is_file():
         raise CannotResume(f"job {last}'s run directory {files.root} no longer holds its job script and "

@@ -31,6 +31,7 @@ class JobView:
     retries: tuple[dict[str, Any], ...] = ()  # the jobs that went on from it (retries, resumes), oldest first
     latest: JobStatus | None = None  # the newest one's status
     known: dict[str, JobStatus] = field(default_factory=dict, repr=False, compare=False)  # every status asked for
+    local_dir: Path | None = None  # a job submitted over SSH: the local copy its files are read from (jobs/remote.py)
 
     @property
     def job_id(self) -> str:
@@ -38,7 +39,8 @@ class JobView:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.record.run_dir)
+        """Where the job's files are read: its run directory, or the local copy of one on a login node."""
+        return self.local_dir or Path(self.record.run_dir)
 
     @property
     def is_sweep(self) -> bool:
@@ -64,7 +66,7 @@ class JobView:
 
     @cached_property
     def stop_reason(self) -> str | None:
-        return stop_reason(self.record)
+        return stop_reason(self.record, self.local_dir)
 
     @cached_property
     def timeline(self) -> list[dict[str, Any]]:
@@ -127,14 +129,21 @@ def health_verdict(run: RunFiles) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _view(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus]) -> JobView:
-    chain = tuple(retries(r))
+def _view(r: registry.JobRecord, elements: list[registry.JobRecord], found: dict[str, JobStatus],
+          dirs: dict[str, Path]) -> JobView:
+    chain = tuple(retries(r, dirs.get(r.job_id)))
     latest = found.get(str(chain[-1]["to"])) if chain else None
-    return JobView(r, found[r.job_id], tuple(_view(e, [], found) for e in elements), chain, latest, found)
+    return JobView(r, found[r.job_id], tuple(_view(e, [], found, dirs) for e in elements), chain, latest, found,
+                   dirs.get(r.job_id))
 
 
 def views(groups: list[tuple[registry.JobRecord, list[registry.JobRecord]]]) -> list[JobView]:
-    """A view of each (record, its sweep elements) pair, with one scheduler call for all of them."""
-    found = statuses([r for top, elements in groups for r in (top, *elements)])
-    return [_view(r, elements, found) for r, elements in groups]
+    """A view of each (record, its sweep elements) pair, with one scheduler call for all of them; a job submitted
+    over SSH read from a fresh local copy of its run directory's small files (jobs/remote.py)."""
+    from hpclaunch.jobs.remote import local_copy
+
+    records = [r for top, elements in groups for r in (top, *elements)]
+    dirs = {r.job_id: d for r in records if r.remote and (d := local_copy(r)) is not None}
+    found = statuses(records, dirs)
+    return [_view(r, elements, found, dirs) for r, elements in groups]
 

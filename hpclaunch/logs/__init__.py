@@ -1,5 +1,6 @@
 """Reading a job's logs: finding the per-rank files of every restart (torchrun, DeepSpeed, msrun),
-merging, tailing, grepping and following them, and diagnosing why a job failed."""
+merging, tailing, grepping and following them (streamed from a login node over SSH: remote), and diagnosing
+why a job failed."""
 
 from hpclaunch.state.runfiles import LogFile, RunFiles
 

@@ -140,7 +140,7 @@ def follow(run_dir: Path, status: Callable[[], JobStatus], *, rank: int | None =
             for tail in tails.values():
                 yield from _lines(tail, tail.rest(), pattern)
             if end.state == UNKNOWN:
-                raise _lost(end.job_id, run_dir, unknown)
+                raise lost(end.job_id, run_dir, unknown)
             yield End(end)
             return
         time.sleep(poll)
@@ -152,7 +152,7 @@ def _lines(tail: _Tail, raws: list[bytes], pattern: re.Pattern[bytes] | None) ->
             yield Line(tail.rank, tail.restart, raw.decode("utf-8", "replace").rstrip("\r"))
 
 
-def _lost(job_id: str, run_dir: Path, checks: int) -> JobLost:
+def lost(job_id: str, run_dir: Path, checks: int) -> JobLost:
     gone = "" if run_dir.is_dir() else f"; its run directory {run_dir} is gone"
     return JobLost(f"job {job_id}: the scheduler no longer knows this job (state {UNKNOWN} at {checks} checks "
                    f"in a row){gone}; stopped following it",
@@ -166,5 +166,5 @@ def follow_job(job_id: str, **options: Any) -> Iterator[Event]:
     from hpclaunch.state import registry
 
     record = registry.get(job_id)
-    scheduler = get_scheduler(record.scheduler)
+    scheduler = get_scheduler(record.scheduler, record.remote)
     return follow(Path(record.run_dir), lambda: scheduler.status([record.job_id])[record.job_id], **options)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from hpclaunch.state.runfiles import LogFile
 
@@ -96,10 +97,27 @@ def _decode(b: bytes) -> str:
     return b.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def merged(files: list[LogFile], *, tail: int | None = None,
-           pattern: re.Pattern[bytes] | None = None) -> Iterator[Line]:
+class Reader(Protocol):
+    """How log files are read: this module's functions, or over SSH (hpclaunch/logs/remote.py)."""
+
+    def iter_lines(self, path: Path, pattern: re.Pattern[bytes] | None = None) -> Iterator[bytes]: ...
+
+    def tail_lines(self, path: Path, n: int, pattern: re.Pattern[bytes] | None = None) -> list[bytes]: ...
+
+
+class LocalReader:
+    iter_lines = staticmethod(iter_lines)
+    tail_lines = staticmethod(tail_lines)
+
+
+LOCAL = LocalReader()
+
+
+def merged(files: list[LogFile], *, tail: int | None = None, pattern: re.Pattern[bytes] | None = None,
+           reader: Reader = LOCAL) -> Iterator[Line]:
     """Lines of every file, restart by restart and rank by rank; with `tail`, the last `tail` lines of
     each rank (across its restarts, newest restart first until enough lines are found)."""
+    iter_lines, tail_lines = reader.iter_lines, reader.tail_lines
     if tail is None:
         for lf in files:
             for raw in iter_lines(lf.path, pattern):
@@ -122,13 +140,13 @@ def merged(files: list[LogFile], *, tail: int | None = None,
             yield Line(rank, restart, _decode(raw))
 
 
-def batch_lines(paths: list[Path], *, tail: int | None = None,
-                pattern: re.Pattern[bytes] | None = None) -> Iterator[Line]:
+def batch_lines(paths: list[Path], *, tail: int | None = None, pattern: re.Pattern[bytes] | None = None,
+                reader: Reader = LOCAL) -> Iterator[Line]:
     """The batch output's own lines (hpclaunch, torchrun, slurmstepd), without the rank lines that
     rank_exec echoes there (they are in the rank logs already)."""
     rank_echo = re.compile(rb"^\[rank\d+\]: ")
     for p in paths:
-        raws = tail_lines(p, tail, pattern) if tail else iter_lines(p, pattern)
+        raws = reader.tail_lines(p, tail, pattern) if tail else reader.iter_lines(p, pattern)
         for raw in raws:
             if not rank_echo.match(raw):
                 yield Line(None, -1, _decode(raw))

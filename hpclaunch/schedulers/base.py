@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.core.remote import LOCAL, Host
+
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
@@ -84,6 +86,8 @@ class Scheduler(ABC):
     name: str
     excludes_suspects = False  # its submissions leave out the nodes blamed for recent failures (state/suspects.py)
     restarts_default = 0  # restarts.max when neither profile nor recipe sets it (relaunches inside the allocation)
+    runs_over_ssh = False  # its commands can run on a login node over SSH (`host`, docs/remote.md)
+    host: Host = LOCAL  # where its commands run: this machine, or a login node (core/remote.py)
 
     @property
     def template_dir(self) -> str:

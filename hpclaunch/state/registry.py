@@ -54,10 +54,13 @@ class JobRecord:
     # resumes from (null: from scratch), "step", "restart": its first restart number, "from_scratch"}
     resumes: dict[str, Any] | None = None
     spare_nodes: int = 0  # nodes asked beyond the layout's (submit --spare-nodes): the goodput ledger counts them
+    # submitted over SSH (docs/remote.md): the login node {"host", "user", "port", "identity", "known_hosts"}; the run
+    # directory is there, and the scheduler's commands run there
+    remote: dict[str, Any] | None = None
 
 
 _KEYS = {f.name for f in fields(JobRecord)}
-_OPTIONAL = {"preset", "pending", "sweep", "resumes", "spare_nodes"}
+_OPTIONAL = {"preset", "pending", "sweep", "resumes", "spare_nodes", "remote"}
 
 
 class RegistryError(HpclaunchError):
@@ -99,8 +102,9 @@ def _record_path(job_id: str) -> Path:
 
 def _dump(record: JobRecord) -> str:
     data = asdict(record)
-    if data["resumes"] is None:  # only continuations carry it: a record reads the same to older versions
-        del data["resumes"]
+    for key in ("resumes", "remote"):  # only continuations (jobs over SSH) carry it: a record reads the same to
+        if data[key] is None:  # older versions
+            del data[key]
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -131,7 +135,7 @@ def parse(path: Path) -> JobRecord:
     for key, value in data.items():
         ok = (isinstance(value, bool) if key == "pending" else
               isinstance(value, int) and not isinstance(value, bool) and value >= 0 if key == "spare_nodes" else
-              isinstance(value, dict) or value is None if key in ("sweep", "resumes") else
+              isinstance(value, dict) or value is None if key in ("sweep", "resumes", "remote") else
               isinstance(value, str) or (key == "preset" and value is None))
         if not ok:
             raise RegistryError(path, f"{key} is {value!r}")

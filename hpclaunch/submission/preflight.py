@@ -151,6 +151,8 @@ CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _c
                        fits_devices, _checkpoints_fit]
 # what `submit --skip-fit-check` skips: the memory plan's checks (device memory, room for the checkpoints)
 PLAN_CHECKS = (fits_devices, _checkpoints_fit)
+# the store's check, which a submission over SSH makes on the login node instead (submission/overssh.py)
+ASSET_CHECKS = (_assets_staged,)
 # a dry run warns; a real submit refuses
 SOFT: set[Check] = {_python_env_visible, _container_image, _assets_staged, fits_devices, _checkpoints_fit}
 

@@ -164,6 +164,11 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     from hpclaunch.submission.rundir import new_sweep_dir, recipe_copy, with_recipe_copy, write_sweep_dir
 
     first = elements[0][1]
+    if first.profile.remote is not None:
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(f"profile {first.profile.name} submits over SSH (remote:): a sweep is not submitted over "
+                          "SSH yet", hint="submit each value with --set, or run hpclaunch on the login node")
     if check_scheduler:
         get_scheduler(first.profile.scheduler).check_available()
     sweep_dir = new_sweep_dir(first)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.memsize import format_size
 from hpclaunch.config.walltime import format_time, parse_time
-from hpclaunch.core import cmd
 from hpclaunch.core.shell import ShellExpr, quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
 
+SSH_SESSION_VARS = ("SSH_CLIENT", "SSH_CONNECTION", "SSH2_CLIENT", "SSH_TTY", "SSH_AUTH_SOCK")
 MIN_RUN_BEFORE_WARNING = 13 * 60  # a job warned sooner after its start would requeue itself forever
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
@@ -164,7 +164,7 @@ def sbatch_lines(options: dict[str, str | None]) -> list[str]:
             for k, v in sorted(options.items())]
 
 
-def exclude_option(script: Path, also: Sequence[str] = ()) -> list[str]:
+def exclude_option(script: Path, also: Sequence[str] = (), read: Callable[[Path], str] | None = None) -> list[str]:
     """``--exclude=`` for the nodes blamed for recent failures (hpclaunch/state/suspects.py) and `also` (`resume
     --exclude`), joined with the script's own ``#SBATCH --exclude`` (an sbatch option given on the command line
     replaces it)."""
@@ -173,7 +173,8 @@ def exclude_option(script: Path, also: Sequence[str] = ()) -> list[str]:
     nodes = sorted({*suspects.excluded(), *split_nodes(join_nodes(*also))})
     if not nodes:
         return []
-    for line in script.read_text(encoding="utf-8").splitlines():
+    text = read(script) if read else script.read_text(encoding="utf-8")
+    for line in text.splitlines():
         if line.startswith("#SBATCH --exclude="):
             nodes = sorted({*nodes, *split_nodes(line.split("=", 1)[1])})
     return [f"--exclude={','.join(nodes)}"]
@@ -183,6 +184,7 @@ class SlurmScheduler(Scheduler):
     name = "slurm"
     restarts_default = 3
     excludes_suspects = True
+    runs_over_ssh = True
 
     def parse_options(self, options: Sequence[str]) -> dict[str, str | None]:
         from hpclaunch.schedulers.slurm.options import parse_sbatch
@@ -201,7 +203,7 @@ class SlurmScheduler(Scheduler):
         return write_profile(name, tuple(partitions), out, force=force)
 
     def check_available(self) -> None:
-        cmd.require("sbatch")
+        self.host.require("sbatch")
 
     def check_profile(self, profile: Profile) -> list[Check]:
         from hpclaunch.schedulers.slurm.checks import profile_checks
@@ -253,11 +255,16 @@ class SlurmScheduler(Scheduler):
         return dependency_option(after)
 
     def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
-        return self._sbatch(["sbatch", "--parsable", *dependency_option(after), *exclude_option(script), str(script)])
+        excluded = exclude_option(script, read=self.host.read_text)
+        return self._sbatch(["sbatch", "--parsable", *dependency_option(after), *excluded, str(script)])
 
     def _sbatch(self, argv: list[str]) -> str:
-        """Run sbatch --parsable; the job id it answered."""
-        proc = cmd.run(argv, timeout=120)
+        """Run sbatch --parsable; the job id it answered. Over SSH, without the session's SSH_* variables: sbatch
+        passes its environment on to the job, where SSH_CLIENT makes every `bash -c` of a step read ~/.bashrc
+        (which may put another python first) and would tell the job the laptop's address."""
+        if self.host.remote:
+            argv = ["env", *(f"-u{name}" for name in SSH_SESSION_VARS), *argv]
+        proc = self.host.run(argv, timeout=120)
         job_id = proc.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise CommandError(f"sbatch answered {proc.stdout.strip()!r}, not a job id")
@@ -275,7 +282,8 @@ class SlurmScheduler(Scheduler):
     def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
         self.forget_requeues(run_dir)
         env = f"--export=ALL,HPCLAUNCH_RESTART_BASE={restart},HPCLAUNCH_RETRY=0"
-        return self._sbatch(["sbatch", "--parsable", env, *exclude_option(script, exclude), str(script)])
+        return self._sbatch(["sbatch", "--parsable", env, *exclude_option(script, exclude, self.host.read_text),
+                            str(script)])
 
     # Status asks for text, not --json: the same on Slurm 21.08 to 24.x, and squeue --json before 23.02
     # ignores --jobs (it dumps every job of the cluster); see hpclaunch/schedulers/slurm/output.py.
@@ -284,14 +292,14 @@ class SlurmScheduler(Scheduler):
             output as slurm_output,  # only for status: keeps the dry-run imports small
         )
 
-        proc = cmd.run(["squeue", "--noheader", "--array", f"--format={slurm_output.SQUEUE_FORMAT}",
+        proc = self.host.run(["squeue", "--noheader", "--array", f"--format={slurm_output.SQUEUE_FORMAT}",
                         f"--jobs={','.join(ids)}"], check=False)
         return slurm_output.select(slurm_output.parse_squeue_text(proc.stdout), ids, "squeue")
 
     def _sacct(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         from hpclaunch.schedulers.slurm import output as slurm_output
 
-        proc = cmd.run(["sacct", "--parsable2", "--allocations", f"--format={slurm_output.SACCT_FIELDS}",
+        proc = self.host.run(["sacct", "--parsable2", "--allocations", f"--format={slurm_output.SACCT_FIELDS}",
                         f"--jobs={','.join(ids)}"], check=False)
         if proc.returncode != 0:
             return {}  # accounting disabled: fall back to scontrol
@@ -301,7 +309,7 @@ class SlurmScheduler(Scheduler):
         """From sacct (the allocation and its steps); None with accounting disabled."""
         from hpclaunch.schedulers.slurm import accounting
 
-        proc = cmd.run(["sacct", "--parsable2", f"--format={accounting.SACCT_FIELDS}", f"--jobs={job_id}"],
+        proc = self.host.run(["sacct", "--parsable2", f"--format={accounting.SACCT_FIELDS}", f"--jobs={job_id}"],
                        check=False)
         return accounting.from_sacct(proc.stdout, job_id) if proc.returncode == 0 else None
 
@@ -311,7 +319,7 @@ class SlurmScheduler(Scheduler):
         from hpclaunch.schedulers.slurm import output as slurm_output
 
         argv = ["scontrol", "show", "job", "--oneliner"] + ([ids[0]] if len(ids) == 1 else [])
-        proc = cmd.run(argv, check=False)
+        proc = self.host.run(argv, check=False)
         if proc.returncode != 0:
             return {}
         return slurm_output.select(slurm_output.parse_scontrol(proc.stdout), ids, "scontrol")
@@ -332,7 +340,7 @@ class SlurmScheduler(Scheduler):
         return found
 
     def cancel(self, job_id: str) -> None:
-        cmd.run(["scancel", "--full", str(job_id)])
+        self.host.run(["scancel", "--full", str(job_id)])
 
     def find_job(self, run_dir: Path) -> str | None:
         """From the job's output file (it started), else from squeue: the job whose batch script is this
@@ -340,11 +348,11 @@ class SlurmScheduler(Scheduler):
         from hpclaunch.state.runfiles import job_output_id
 
         files = RunFiles(run_dir)
-        for out in reversed(files.job_outputs()):
+        for out in reversed(files.job_outputs() if not self.host.remote else []):  # over SSH: squeue only
             job_id = job_output_id(out.name)
             if job_id and job_id.isdigit():
                 return job_id
-        proc = cmd.run(["squeue", "--noheader", "--me", "--format=%i|%o"])
+        proc = self.host.run(["squeue", "--noheader", "--me", "--format=%i|%o"])
         for line in proc.stdout.splitlines():
             job_id, _, command = line.partition("|")
             if command.strip() == str(files.script):
