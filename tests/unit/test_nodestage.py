@@ -1,0 +1,171 @@
+"""Node-local copies (hpclaunch/runtime/node/nodestage.py, envstage.py, elfpaths.py): a real venv packed with
+mksquashfs, unpacked with unsquashfs somewhere else, relocated, and run from there after the original is gone."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.runtime.node import elfpaths, nodestage
+from hpclaunch.runtime.node.nodestage import MARKER, StageError, copy_tree, stage
+
+REPO = Path(__file__).resolve().parents[2]
+SQUASHFS = shutil.which("mksquashfs") and shutil.which("unsquashfs")
+
+
+def _tree(root: Path) -> Path:
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("alpha")
+    (root / "sub" / "b.bin").write_bytes(b"\0" * 1000)
+    return root
+
+
+def test_stage_copies_once_then_is_warm_and_recopies_a_corrupt_copy(tmp_path):
+    src, dest = _tree(tmp_path / "src"), tmp_path / "node" / "art"
+    assert stage(dest, "k1", copy_tree(src)) == "copied"
+    assert (dest / "sub" / "b.bin").read_bytes() == b"\0" * 1000
+    assert stage(dest, "k1", copy_tree(src)) == "warm"
+    (dest / "sub" / "b.bin").write_bytes(b"short")  # a corrupt copy: another size
+    assert stage(dest, "k1", copy_tree(src)) == "recopied"
+    assert (dest / "sub" / "b.bin").stat().st_size == 1000
+    (dest / "a.txt").unlink()  # a file gone
+    assert stage(dest, "k1", copy_tree(src)) == "recopied"
+    assert stage(dest, "k2", copy_tree(src)) == "recopied"  # another key at the same place
+    assert json.loads((dest / MARKER).read_text())["key"] == "k2"
+
+
+def test_a_copy_that_dies_half_way_leaves_nothing_under_the_name(tmp_path):
+    dest = tmp_path / "node" / "art"
+
+    def dies(tmp: Path) -> None:
+        (tmp / "half").write_text("x")
+        raise OSError("disk gone")
+
+    with pytest.raises(StageError, match="node .*: copying k1 to .*disk gone"):
+        stage(dest, "k1", dies)
+    assert not dest.exists()
+    assert [p.name for p in dest.parent.iterdir()] == [".art.lock"]  # no temporary folder left either
+    assert stage(dest, "k1", copy_tree(_tree(tmp_path / "src"))) == "copied"
+
+
+def test_not_enough_space_is_refused_before_copying(tmp_path):
+    with pytest.raises(StageError, match="GiB free, the copy needs"):
+        stage(tmp_path / "art", "k", copy_tree(_tree(tmp_path / "src")), need_bytes=1 << 60)
+    assert not (tmp_path / "art").exists()
+
+
+def test_concurrent_stagers_on_one_node_copy_once(tmp_path):
+    src, dest, results = _tree(tmp_path / "src"), tmp_path / "node" / "art", []
+    threads = [threading.Thread(target=lambda: results.append(stage(dest, "k", copy_tree(src)))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["copied", "warm", "warm", "warm"]
+
+
+def test_the_module_stages_a_file_for_one_task_per_node(tmp_path):
+    f = tmp_path / "image.sqfs"
+    f.write_bytes(b"img" * 100)
+    cmd = [sys.executable, "-m", "hpclaunch.runtime.node.nodestage", "file", str(f), str(tmp_path / "n" / "h1"), "h1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = json.loads(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
+    again = json.loads(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
+    assert (first["result"], again["result"], first["node"]) == ("copied", "warm", nodestage.node_name())
+    assert (tmp_path / "n" / "h1" / "image.sqfs").read_bytes() == b"img" * 100
+
+
+def _venv(root: Path) -> Path:
+    """A real venv with what a relocation must fix: a console script, a .pth entry under the prefix, an absolute
+    symlink into it and (with a C compiler) an extension whose RUNPATH names a library folder in it."""
+    venv = root / "shared" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (venv / "bin" / "mytool").write_text(f"#!{venv}/bin/python\nimport sys, extra_mod\n"
+                                         "print(sys.prefix, extra_mod.WHERE)\n")
+    (venv / "bin" / "mytool").chmod(0o755)
+    (venv / "extra").mkdir()
+    (venv / "extra" / "extra_mod.py").write_text("WHERE = __file__\n")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "extra.pth").write_text(f"{venv}/extra\n")
+    (venv / "data-link").symlink_to(venv / "extra" / "extra_mod.py")
+    return venv
+
+
+def _extension(venv: Path, tmp: Path) -> Path | None:
+    if shutil.which("gcc") is None:
+        return None
+    libs, pkg = venv / "lib" / "mylibs", next((venv / "lib").glob("python3*/site-packages")) / "pkg"
+    libs.mkdir()
+    pkg.mkdir()
+    (tmp / "dep.c").write_text("int dep(void) { return 42; }\n")
+    (tmp / "ext.c").write_text("int dep(void); int ext(void) { return dep(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(libs / "libdep.so"), str(tmp / "dep.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "_ext.so"), str(tmp / "ext.c"), f"-L{libs}", "-ldep",
+                    f"-Wl,-rpath,{libs}"], check=True)
+    return pkg / "_ext.so"
+
+
+def _envstage(python: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-m", "hpclaunch.runtime.node.envstage", *args], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.skipif(not SQUASHFS, reason="squashfs-tools (mksquashfs, unsquashfs) is not installed")
+def test_a_packed_venv_runs_from_its_node_copy_after_the_shared_one_is_gone(tmp_path):
+    venv = _venv(tmp_path)
+    ext = _extension(venv, tmp_path)
+    cache, scratch = tmp_path / "store" / "envs", tmp_path / "scratch"
+    packed = _envstage(venv / "bin" / "python", "pack", "--cache", str(cache))
+    assert packed.returncode == 0, packed.stderr
+    key = packed.stdout.strip()
+    assert (cache / f"{key}.sqfs").is_file() and "packed as" in packed.stderr
+    again = _envstage(venv / "bin" / "python", "pack", "--cache", str(cache))
+    assert again.stdout.strip() == key and "warm as" in again.stderr  # same content hash: not packed twice
+    shutil.move(str(venv.parent), str(tmp_path / "gone"))  # the shared path no longer exists
+    node = _envstage(Path(sys.executable), "node", "--cache", str(cache), "--key", key, "--scratch", str(scratch))
+    assert node.returncode == 0, node.stderr
+    assert json.loads(node.stdout)["result"] == "copied"
+    copy = scratch / nodestage.node_name() / "envs" / key
+    out = subprocess.run([str(copy / "bin" / "mytool")], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    prefix, where = out.stdout.split()
+    assert Path(prefix) == copy and Path(where) == copy / "extra" / "extra_mod.py"  # shebang and .pth relocated
+    assert f"VIRTUAL_ENV={copy}" in (copy / "bin" / "activate").read_text().replace("'", "").replace('"', "")
+    assert os.readlink(copy / "data-link") == str(copy / "extra" / "extra_mod.py")
+    if ext is not None:
+        ext_copy = copy / ext.relative_to(tmp_path / "shared" / "venv")
+        assert [v for _, v in elfpaths.rpaths(ext_copy)] == ["$ORIGIN/../../../mylibs"]
+        assert ctypes.CDLL(str(ext_copy)).ext() == 42  # loads its library from the copy: the original is gone
+    warm = _envstage(Path(sys.executable), "node", "--cache", str(cache), "--key", key, "--scratch", str(scratch))
+    assert json.loads(warm.stdout)["result"] == "warm"
+    (copy / "bin" / "mytool").write_text("corrupt")
+    fixed = _envstage(Path(sys.executable), "node", "--cache", str(cache), "--key", key, "--scratch", str(scratch))
+    assert json.loads(fixed.stdout)["result"] == "recopied"
+    assert (copy / "bin" / "mytool").read_text().startswith(f"#!{copy}/bin/python")
+
+
+def test_the_key_changes_when_a_package_changes(tmp_path):
+    from hpclaunch.runtime.node.envstage import env_key
+
+    root = _tree(tmp_path / "env")
+    first = env_key(root)
+    (root / "sub" / "__pycache__").mkdir()
+    (root / "sub" / "__pycache__" / "x.pyc").write_text("compiled")
+    assert env_key(root) == first  # bytecode written by a run is not a change of the environment
+    (root / "sub" / "new.py").write_text("installed")
+    assert env_key(root) != first
+
+
+def test_a_system_python_is_refused_with_the_reason(tmp_path):
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    proc = _envstage(base, "pack", "--cache", str(tmp_path))
+    assert proc.returncode == 1
+    assert "packs a venv or conda environment" in proc.stderr and "Traceback" not in proc.stderr
