@@ -23,7 +23,8 @@ SUBNET=10.77.0
 HOST_IP=$SUBNET.254
 NS_PREFIX=hpc-
 APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux  # tmux: the watch/follow tests
-          slurmrestd slurm-wlm-jwt-plugin curl)
+          slurmrestd slurm-wlm-jwt-plugin curl
+          squashfs-tools strace)  # python.stage node-local (mksquashfs, unsquashfs); benchmarks/nodelocal_start.py
 
 ETC=/etc/slurm
 RUN=/run/slurm-dev
