@@ -169,3 +169,50 @@ def test_a_system_python_is_refused_with_the_reason(tmp_path):
     proc = _envstage(base, "pack", "--cache", str(tmp_path))
     assert proc.returncode == 1
     assert "packs a venv or conda environment" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _asset(store: Path) -> Path:
+    import hashlib
+
+    folder = store / "models" / "org--tiny" / "main"
+    (folder / "sub").mkdir(parents=True)
+    files = {"config.json": b'{"n_layer": 2}', "sub/weights.bin": b"\1" * 4096}
+    for rel, data in files.items():
+        (folder / rel).write_bytes(data)
+    entries = [{"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+               for rel, data in files.items()]
+    (folder / "hpclaunch-manifest.json").write_text(json.dumps({"repo": "org/tiny", "files": entries}))
+    return folder
+
+
+def test_assets_are_read_from_a_node_copy_checked_against_the_manifest(tmp_path, monkeypatch):
+    from hpclaunch.errors import AssetError
+    from hpclaunch.runtime.train import nodeassets
+
+    store, scratch = tmp_path / "store", tmp_path / "scratch"
+    folder = _asset(store)
+    assert nodeassets.local_copy(folder, store) == folder  # assets.stage shared: the store itself
+    monkeypatch.setenv("HPCLAUNCH_NODE_ASSETS", "1")
+    monkeypatch.setenv("HPCLAUNCH_NODE_SCRATCH", str(scratch))
+    copy = nodeassets.local_copy(folder, store)
+    assert copy == scratch / nodestage.node_name() / "assets" / "models" / "org--tiny" / "main"
+    assert (copy / "sub" / "weights.bin").read_bytes() == b"\1" * 4096
+    (copy / "sub" / "weights.bin").write_bytes(b"bad")  # a corrupt node copy: copied again from the store
+    assert (nodeassets.local_copy(folder, store) / "sub" / "weights.bin").read_bytes() == b"\1" * 4096
+    (folder / "sub" / "weights.bin").write_bytes(b"\2" * 4096)  # the store's file no longer matches its manifest
+    shutil.rmtree(copy)
+    with pytest.raises(AssetError, match="sha256 .* is not the manifest's"):
+        nodeassets.local_copy(folder, store)
+    assert not copy.exists()  # nothing half-copied is left to read
+
+
+def test_the_checkpoint_a_job_resumes_from_is_copied_once_per_node(tmp_path, monkeypatch):
+    from hpclaunch.runtime.train import nodeassets
+
+    ckpt = _tree(tmp_path / "run" / "checkpoints" / "step-20")
+    monkeypatch.setenv("HPCLAUNCH_NODE_ASSETS", "1")
+    monkeypatch.setenv("HPCLAUNCH_NODE_SCRATCH", str(tmp_path / "scratch"))
+    copy = nodeassets.local_checkpoint(ckpt)
+    assert copy.name.endswith("-step-20") and (copy / "a.txt").read_text() == "alpha"
+    (ckpt / "a.txt").write_text("omega")  # same size: the node's copy is warm, not copied again
+    assert nodeassets.local_checkpoint(ckpt) == copy and (copy / "a.txt").read_text() == "alpha"

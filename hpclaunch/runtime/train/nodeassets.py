@@ -7,6 +7,9 @@ lock, atomically; the other ranks of the node wait and find it warm) and every r
 Nodes copy in parallel, each its own. A staged asset's key is its manifest's hash and each copied file's sha256
 is checked against the manifest as it is written; a generated asset's folder name is already its content key.
 A later job finds the copy warm when every file is there with its recorded size, else it copies again.
+The checkpoint a job resumes from is read from a node-local copy the same way (``local_checkpoint``): each node
+reads it once from the shared filesystem instead of each rank (a sharded DeepSpeed checkpoint is copied whole to
+every node: each rank then reads its shards locally).
 """
 
 from __future__ import annotations
@@ -44,6 +47,21 @@ def local_copy(folder: Path, store: Path) -> Path:
             stage(dest, folder.name, copy_tree(folder), need_bytes=tree_bytes(folder))
     except (StageError, OSError, ValueError) as e:
         raise AssetError(f"copying {folder} to node-local scratch failed: {e}",
+                         hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
+    return dest
+
+
+def local_checkpoint(folder: Path) -> Path:
+    """The checkpoint a job resumes from, as this node's copy (a published checkpoint folder never changes: its
+    path is its key); `folder` itself when staging is off."""
+    if not enabled():
+        return folder
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:24]
+    dest = Path(os.environ[ENV_SCRATCH]) / node_name() / "checkpoints" / f"{key}-{folder.name}"
+    try:
+        stage(dest, key, copy_tree(folder), need_bytes=tree_bytes(folder))
+    except (StageError, OSError) as e:
+        raise AssetError(f"copying checkpoint {folder} to node-local scratch failed: {e}",
                          hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
     return dest
 
