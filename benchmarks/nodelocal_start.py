@@ -6,7 +6,8 @@
 2. File-metadata system calls on the shared environment's path (this python's sys.prefix) that a rank of the
    tiny GPT-2 makes from its process start to its first step: the same one-rank job (local profile, 1n1g, one
    step) under ``strace -f``, with the environment shared and with ``--set python.stage=node-local``. The rank is
-   the process that execs the recipe's train.py; its trace is cut at its "first_step" timeline stamp.
+   the process torchrun starts (rank_exec), its threads and its child (the recipe's train.py); the trace is cut at
+   rank 0's "first_step" timeline stamp.
 
     flock /tmp/hpclaunch-heavy.lock python benchmarks/nodelocal_start.py [--cold-pack]
 """
@@ -53,20 +54,29 @@ def staging(store: Path, cold_pack: bool) -> list[tuple[str, float]]:
 
 
 def traced_rank(home: Path, trace: Path, *sets: str) -> list[str]:
-    """The file system calls of the rank process from its exec to its first step, one per line."""
-    cmd = ["strace", "-f", "-ff", "-qq", "-s", "200", "-e", "trace=%file,write", "-o", str(trace),
+    """The file system calls of the rank process (and its threads and children) from its exec to its first step."""
+    cmd = ["strace", "-f", "-ff", "-ttt", "-qq", "-s", "200", "-e", "trace=%file,write,clone,clone3,fork,vfork",
+           "-o", str(trace),
            sys.executable, "-m", "hpclaunch.cli.main", "submit", str(REPO / "recipes" / "gpt2"), "--profile", "local",
            "--preset", "tiny", "--layout", "1n1g", "--set", "train.max_steps=1", "--set", "train.eval_steps=1",
            "--set", "train.save_every=0", *sets, "--follow"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**ENV, "HPCLAUNCH_HOME": str(home)}, timeout=900)
     if proc.returncode:
         raise SystemExit(proc.stdout[-2000:] + proc.stderr[-2000:])
-    for f in trace.parent.glob(f"{trace.name}.*"):
-        lines = f.read_text(errors="replace").splitlines()
-        if lines and lines[0].startswith("execve(") and "train.py" in lines[0] and '"-u"' in lines[0]:
-            end = next((i for i, x in enumerate(lines) if x.startswith("write(") and "first_step" in x), len(lines))
-            return [x for x in lines[:end] if not x.startswith("write(")]
-    raise SystemExit(f"no rank process found in {trace}.*")
+    per_pid = {int(f.name.rsplit(".", 1)[1]): [x.split(" ", 1) for x in f.read_text(errors="replace").splitlines()]
+               for f in trace.parent.glob(f"{trace.name}.*")}
+    rank = next((pid for pid, lines in per_pid.items() if lines and lines[0][1].startswith("execve(")
+                 and "hpclaunch.runtime.node.rank_exec" in lines[0][1]), None)
+    if rank is None:
+        raise SystemExit(f"no rank process found in {trace}.*")
+    tree, todo = [], [rank]  # the rank's process, its threads and its child (the recipe's script), theirs
+    while todo:
+        tree.append(todo.pop())
+        todo += [int(m.group(1)) for _, x in per_pid.get(tree[-1], [])
+                 if x.startswith(("clone", "fork", "vfork")) and (m := re.search(r"= (\d+)$", x))]
+    lines = [(float(t), x) for pid in tree for t, x in per_pid.get(pid, [])]
+    end = min((t for t, x in lines if x.startswith("write(") and "first_step" in x), default=float("inf"))
+    return [x for t, x in lines if t < end and not x.startswith(("write(", "clone", "fork", "vfork"))]
 
 
 def on_path(calls: list[str], prefix: str) -> int:

@@ -323,6 +323,11 @@ def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
 def _staging(recipe: Recipe, profile: Profile) -> dict[str, bool]:
     """Node-local copies: the recipe's python.stage (--set python.stage=node-local) over the environment's."""
     where = recipe.python.stage or profile.python_env_for(recipe.python_env).stage
+    if where == "node-local" and profile.container.runtime != "none":
+        raise ConfigError(f"node-local copies the host's python environment to each node, but profile "
+                          f"{profile.name!r} runs the launch in an {profile.container.runtime} container (its "
+                          f"python is the image's)", key="python.stage",
+                          hint="leave python.stage shared with a container")
     return {"python": where == "node-local", "assets": profile.assets.stage == "node-local"}
 
 

@@ -216,3 +216,38 @@ def test_the_checkpoint_a_job_resumes_from_is_copied_once_per_node(tmp_path, mon
     assert copy.name.endswith("-step-20") and (copy / "a.txt").read_text() == "alpha"
     (ckpt / "a.txt").write_text("omega")  # same size: the node's copy is warm, not copied again
     assert nodeassets.local_checkpoint(ckpt) == copy and (copy / "a.txt").read_text() == "alpha"
+
+
+def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, hpc_home, tmp_path):
+    import yaml
+
+    plain = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--dry-run")
+    assert plain.exit_code == 0 and "envstage" not in plain.output and "env_staged" not in plain.output
+    staged = hpclaunch("submit", "allreduce", "--profile", "dev-slurm", "--nodes", "2", "--dry-run",
+                       "--set", "python.stage=node-local")
+    assert staged.exit_code == 0, staged.output
+    out = staged.output
+    assert 'export HPCLAUNCH_NODE_SCRATCH="${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"' in out
+    pack = ('HPCLAUNCH_ENV_KEY=$(python -m hpclaunch.runtime.node.envstage pack '
+            '--cache "${HOME}/.hpclaunch/assets/envs")')
+    assert pack in out
+    assert "--ntasks=2 --ntasks-per-node=1" in out.split("hpclaunch.runtime.node.envstage node")[0].rsplit("srun", 1)[1]
+    assert out.index("hpclaunch_stamp health_checked") < out.index("hpclaunch_stamp env_staged") \
+        < out.index("hpclaunch_stamp launched")
+    assert 'export VIRTUAL_ENV="$hpclaunch_env" PATH="$hpclaunch_env/bin:$PATH"' in out
+    data = yaml.safe_load((REPO / "cluster_profiles" / "dev-slurm.yaml").read_text())
+    data["assets"]["stage"] = "node-local"
+    data["node_scratch"] = "/local/scratch"
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
+    assets = hpclaunch("submit", "allreduce", "--profile", str(tmp_path / "p.yaml"), "--dry-run")
+    assert assets.exit_code == 0, assets.output
+    assert "export HPCLAUNCH_NODE_SCRATCH=/local/scratch" in assets.output
+    assert "export HPCLAUNCH_NODE_ASSETS=1; " in assets.output and "envstage" not in assets.output
+
+
+def test_a_node_local_python_with_a_container_is_refused(hpclaunch, hpc_home):
+    profile = REPO / "tests" / "fixtures" / "container_profiles" / "local-apptainer.yaml"
+    result = hpclaunch("submit", "allreduce", "--profile", str(profile), "--set", "python.stage=node-local",
+                       "--dry-run")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "python.stage: node-local copies the host's python environment" in result.stderr
