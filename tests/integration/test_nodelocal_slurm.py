@@ -77,7 +77,7 @@ def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profil
 
     env2 = Path(_rank_python(cold, 1))
     (env2 / "bin" / "torchrun").write_text("corrupt")  # one node's copy damaged between jobs
-    model = next((scratch / "node2" / "assets" / "generated" / "models").iterdir())
+    (model,) = [p for p in (scratch / "node2" / "assets" / "generated" / "models").iterdir() if p.is_dir()]
     files = [f for f in model.rglob("*") if f.is_file() and not f.name.startswith(".")]
     victim = max(files, key=lambda f: f.stat().st_size)
     victim.write_bytes(b"corrupt")
