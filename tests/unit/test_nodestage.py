@@ -251,3 +251,19 @@ def test_a_node_local_python_with_a_container_is_refused(hpclaunch, hpc_home):
                        "--dry-run")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "python.stage: node-local copies the host's python environment" in result.stderr
+
+
+def test_keys_built_from_a_node_copy_path_are_the_store_paths_keys(tmp_path, monkeypatch):
+    """A recipe keys its data by its tokenizer's path: node1's and node2's copies must give the shared key."""
+    from hpclaunch.runtime.train import assets, nodeassets
+
+    store = tmp_path / "store"
+    tokenizer = _tree(store / "generated" / "tokenizers" / "abc")
+    shared_key = assets.fingerprint("blocks", str(tokenizer), 128)
+    monkeypatch.setenv("HPCLAUNCH_ASSET_STORE", str(store))
+    monkeypatch.setenv("HPCLAUNCH_NODE_ASSETS", "1")
+    monkeypatch.setenv("HPCLAUNCH_NODE_SCRATCH", str(tmp_path / "scratch"))
+    copy = nodeassets.local_copy(tokenizer, store)
+    assert copy != tokenizer and (copy / "a.txt").read_text() == "alpha"
+    assert assets.fingerprint("blocks", str(copy), 128) == shared_key
+    assert assets.fingerprint("blocks", str(copy), 256) != shared_key

@@ -68,7 +68,8 @@ def hub_asset(spec: JobSpec, kind: str, repo: str, revision: str = "main") -> Pa
 
 def fingerprint(*parts: Any) -> str:
     """A short stable key for generated assets (what they were built from)."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    # a node-local copy's path counts as the store's: every node computes the same key (assets.stage node-local)
+    blob = nodeassets.as_store_path(json.dumps(parts, sort_keys=True, default=str)).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -20,7 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
-from hpclaunch.assets.store import MANIFEST
+from hpclaunch.assets.store import MANIFEST, store_root
 from hpclaunch.errors import AssetError
 from hpclaunch.runtime.node.nodestage import StageError, copy_tree, node_name, stage, tree_bytes
 
@@ -49,6 +49,15 @@ def local_copy(folder: Path, store: Path) -> Path:
         raise AssetError(f"copying {folder} to node-local scratch failed: {e}",
                          hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
     return dest
+
+
+def as_store_path(text: str) -> str:
+    """`text` with this node's copies' root written as the store's (HPCLAUNCH_ASSET_STORE): keys that a recipe
+    builds from an asset's path (a tokenizer's) stay the same on every node and with assets.stage shared."""
+    store = os.environ.get("HPCLAUNCH_ASSET_STORE")
+    if not enabled() or not store:
+        return text
+    return text.replace(str(Path(os.environ[ENV_SCRATCH]) / node_name() / "assets"), str(store_root(store)))
 
 
 def local_checkpoint(folder: Path) -> Path:
