@@ -67,7 +67,7 @@ def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profil
     assert phases.index("env_staged") == phases.index("health_checked") + 1 < phases.index("launched")
     for rank, node in ((0, "node1"), (1, "node2")):
         env = Path(_rank_python(cold, rank))
-        assert env.parent.parent == scratch / node / "envs", env  # each rank ran from its own node's copy
+        assert env.parent == scratch / node / "envs", env  # each rank ran from its own node's copy
     assets = [scratch / node / "assets" / "generated" for node in ("node1", "node2")]
     assert all(sorted(p.name for p in a.iterdir()) == ["data", "models", "tokenizers"] for a in assets), assets
 
