@@ -25,6 +25,7 @@ NS_PREFIX=hpc-
 APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iproute2 tmux  # tmux: the watch/follow tests
           slurmrestd slurm-wlm-jwt-plugin curl
           charliecloud-runtime squashfs-tools mmdebstrap  # ch-run, the test image (scripts/build-test-image.sh)
+          strace  # benchmarks/nodelocal_start.py (squashfs-tools: python.stage node-local too)
           openssh-server)  # the SSH login of scripts/dev-sshd.sh (docs/remote.md)
 
 ETC=/etc/slurm

@@ -47,6 +47,13 @@ class Health(StrictModel, frozen=True, kw_only=True):
     timeout: Annotated[float, Meta(gt=0)] = 120.0
 
 
+class Staging(StrictModel, frozen=True, kw_only=True):
+    """What each node copies to its local scratch before the launch (docs/fast-start.md), as resolved."""
+
+    python: Annotated[bool, Meta(description="the ranks run from a node-local copy of the Python environment")] = False
+    assets: Annotated[bool, Meta(description="the ranks read assets from node-local copies")] = False
+
+
 class Resources(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices, as resolved: the recipe's resources over the devices' share
     of the node. (A resolved.yaml written before these existed reads with the defaults; resubmitting it resolves
@@ -104,6 +111,7 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     sets: Annotated[tuple[str, ...], Meta(description="the --set overrides, for the record")] = ()
     watchdog: Watchdog = Watchdog()
     health: Health = Health()
+    staging: Staging = Staging()
     resources: Annotated[Resources, Meta(description="CPUs and memory per node, as resolved")] = Resources()
     checkpoint: Annotated[Checkpointing, Meta(description="saving before the time limit, as resolved")] = (
         Checkpointing()

@@ -50,11 +50,17 @@ class Modules(StrictModel, frozen=True, kw_only=True):
     load: tuple[str, ...] = ()
 
 
+StageWhere = Literal["shared", "node-local"]
+
+
 class PythonEnv(StrictModel, frozen=True, kw_only=True):
     executable: str = "python"
     conda_init: str | None = None
     conda_env: str | None = None
     venv: str | None = None
+    stage: Annotated[StageWhere, Meta(description="node-local: the ranks run from a copy of this environment on "
+                                      "each node's local scratch, packed once per content hash into the asset "
+                                      "store (docs/fast-start.md); shared: from where it is")] = "shared"
 
     def __post_init__(self) -> None:
         rules.one_python_env(self)
@@ -66,6 +72,9 @@ class AssetConfig(StrictModel, frozen=True, kw_only=True):
                                       "else ~/.hpclaunch/assets")] = None
     mirror: Annotated[str | None, Meta(description="hub endpoint used when staging, e.g. https://hf-mirror.com")] = None
     endpoints: Annotated[tuple[str, ...], Meta(description="fallback endpoints tried after the mirror")] = ()
+    stage: Annotated[StageWhere, Meta(description="node-local: each node reads the job's model, tokenizer and data "
+                                      "from a copy on its local scratch, made once per node and checked against "
+                                      "the store's manifest (docs/fast-start.md); shared: from the store")] = "shared"
 
 
 class WatchdogDefaults(StrictModel, frozen=True, kw_only=True):
@@ -215,6 +224,9 @@ class Profile(StrictModel, frozen=True, kw_only=True):
                                   ] = 24.0
     remote: Annotated[RemoteConfig | None, Meta(description="submit from a laptop: the login node its commands run "
                                                 "on over SSH (docs/remote.md)")] = None
+    node_scratch: Annotated[str | None, Meta(description="node-local disk for staged environments and assets (the "
+                                             "node's host name is added); default: $TMPDIR, else /tmp, "
+                                             "/hpclaunch-$USER")] = None
 
     def __post_init__(self) -> None:
         rules.consistent_profile(self)

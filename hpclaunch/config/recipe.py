@@ -184,6 +184,13 @@ class HealthSpec(StrictModel, frozen=True, kw_only=True):
         description="the least all-reduce bus bandwidth across nodes, GB/s (0: measured only)")] = None
 
 
+class PythonSpec(StrictModel, frozen=True, kw_only=True):
+    """Where the ranks' Python environment runs from; unset: the profile's python.stage."""
+
+    stage: Annotated[Literal["shared", "node-local"] | None, Meta(
+        description="node-local: from a copy on each node's local scratch (docs/fast-start.md)")] = None
+
+
 class ResourcesSpec(StrictModel, frozen=True, kw_only=True):
     """What each node's task asks beside its devices; unset keys take the devices' share of the node."""
 
@@ -256,6 +263,9 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
     )
     health: Annotated[HealthSpec, Meta(description="node health before step 0, over the profile's settings")] = (
         HealthSpec()
+    )
+    python: Annotated[PythonSpec, Meta(description="the ranks' Python environment, over the profile's")] = (
+        PythonSpec()
     )
     tracking: Annotated[TrackingSpec, Meta(description="experiment trackers (W&B), over the profile's")] = (
         TrackingSpec()

@@ -12,6 +12,9 @@
     env_ready        the job script                              modules loaded, python environment active
     health_checked   the job script                              every node's health check is done (health.enabled;
                                                                  the span also holds the few shell lines before it)
+    env_staged       the job script                              every node holds its node-local copy of the python
+                                                                 environment (python.stage node-local; packing it
+                                                                 first when its hash is new: docs/fast-start.md)
     launched         the job script                              its own work done, right before the launch
     container_started node 0's container-run.sh (Charliecloud)   the image is on the node and its first process
                                                                  runs (unpacking a SquashFS image included)
@@ -36,17 +39,17 @@ from typing import Any
 
 from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
 
-PHASES = ("submitted", "started", "env_ready", "health_checked", "launched", "container_started", "ranks_started",
-          "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step", "finished")
+PHASES = ("submitted", "started", "env_ready", "health_checked", "env_staged", "launched", "container_started",
+          "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step", "finished")
 # The span that ends at each phase (it starts at the phase before it that was stamped); `status` writes
 # each name with spaces.
-SPANS = {"started": "queued", "env_ready": "env", "health_checked": "health", "launched": "job_script",
-         "container_started": "container", "ranks_started": "launcher", "imports_done": "imports",
-         "rendezvous_done": "rendezvous", "model_loaded": "model_load", "data_ready": "data",
-         "first_step": "first_step", "finished": "training"}
+SPANS = {"started": "queued", "env_ready": "env", "health_checked": "health", "env_staged": "env_staging",
+         "launched": "job_script", "container_started": "container", "ranks_started": "launcher",
+         "imports_done": "imports", "rendezvous_done": "rendezvous", "model_loaded": "model_load",
+         "data_ready": "data", "first_step": "first_step", "finished": "training"}
 # The spans that make up the start-up (from the job script's start to the end of the first step).
-STARTUP = ("env_ready", "health_checked", "launched", "container_started", "ranks_started", "imports_done",
-           "rendezvous_done", "model_loaded", "data_ready", "first_step")
+STARTUP = ("env_ready", "health_checked", "env_staged", "launched", "container_started", "ranks_started",
+           "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step")
 
 _MARKED: set[str] = set()
 

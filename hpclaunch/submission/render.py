@@ -190,7 +190,8 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         "hung_exit_code": HUNG_EXIT_CODE,
         "health_exit_code": HEALTH_EXIT_CODE,
         **_health_commands(spec, run_dir),
-        "node_script": launcher.node_script(spec, run_dir),
+        **_stage_commands(spec),
+        "node_script": _node_env(spec) + launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
     }
     for key in context["env"]:
@@ -220,6 +221,31 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
     spares = ["--spares", str(spec.spare_nodes)] if spec.spare_nodes else []
     return {"health_command": join(containers.wrap(spec, run_dir, check)),
             "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict", *spares]))}
+
+
+# node-local scratch where the profile names none; each node adds its host name (docs/fast-start.md)
+NODE_SCRATCH_DEFAULT = "${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"
+# the ranks' python: the node's copy of the environment (hpclaunch/runtime/node/envstage.py), this node's host name
+_NODE_ENV = ('hpclaunch_host=$(hostname); hpclaunch_env="$HPCLAUNCH_NODE_SCRATCH/${hpclaunch_host%%.*}/envs/'
+             '$HPCLAUNCH_ENV_KEY"; export VIRTUAL_ENV="$hpclaunch_env" PATH="$hpclaunch_env/bin:$PATH"; ')
+_NODE_ASSETS = "export HPCLAUNCH_NODE_ASSETS=1; "
+
+
+def _node_env(spec: JobSpec) -> str:
+    """What the node script runs before the launcher: the node-local python environment and assets switched on."""
+    return (_NODE_ENV if spec.staging.python else "") + (_NODE_ASSETS if spec.staging.assets else "")
+
+
+def _stage_commands(spec: JobSpec) -> dict[str, Any]:
+    """Packing the python environment once (the job script) and unpacking it on each node (one task per node)."""
+    scratch = spec.profile.node_scratch
+    store = shell_path(asset_store(spec.profile))
+    cache = ShellExpr(f"{store}/envs") if isinstance(store, ShellExpr) else f"{store}/envs"
+    module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.envstage"]
+    return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
+            "stage_pack": join([*module, "pack", "--cache", cache]),
+            "stage_node": join([*module, "node", "--cache", cache, "--key", ShellExpr("${HPCLAUNCH_ENV_KEY}"),
+                                "--scratch", ShellExpr("${HPCLAUNCH_NODE_SCRATCH}")])}
 
 
 _MARK = "@JOB@"

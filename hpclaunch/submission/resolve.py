@@ -320,6 +320,17 @@ def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     }
 
 
+def _staging(recipe: Recipe, profile: Profile) -> dict[str, bool]:
+    """Node-local copies: the recipe's python.stage (--set python.stage=node-local) over the environment's."""
+    where = recipe.python.stage or profile.python_env_for(recipe.python_env).stage
+    if where == "node-local" and profile.container.runtime != "none":
+        raise ConfigError(f"node-local copies the host's python environment to each node, but profile "
+                          f"{profile.name!r} runs the launch in an {profile.container.runtime} container (its "
+                          f"python is the image's)", key="python.stage",
+                          hint="leave python.stage shared with a container")
+    return {"python": where == "node-local", "assets": profile.assets.stage == "node-local"}
+
+
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
 
 
@@ -565,7 +576,7 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   gpus_per_node=layout.gpus_per_node, time=time,
                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                   sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile),
-                  health=_health(recipe, profile), retries=cli.retries,
+                  health=_health(recipe, profile), retries=cli.retries, staging=_staging(recipe, profile),
                   resources=_resources(cli, recipe, profile, partition, layout),
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,

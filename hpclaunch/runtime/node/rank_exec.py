@@ -41,6 +41,9 @@ def main(argv: list[str]) -> int:
             stale_log.write(text)
         sys.stdout.buffer.write(b"".join(prefix + line + b"\n" for line in text.splitlines()))
         return 2
+    if os.environ.get("HPCLAUNCH_ENV_KEY") and os.environ.get("LOCAL_RANK", "0") == "0":  # python.stage node-local
+        with open(path, "ab") as note:
+            note.write(f"hpclaunch: python environment: {sys.prefix}\n".encode())
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, env=env)

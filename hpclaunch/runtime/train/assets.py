@@ -4,7 +4,8 @@
     STORE/generated/<kind>/<key>/                built here by rank 0 (tokenizers, tiny models, data)
 
 A generated folder appears under its final name only when complete (built beside it, then renamed),
-so a crash leaves no half-built asset and concurrent jobs never read one.
+so a crash leaves no half-built asset and concurrent jobs never read one. With the profile's
+``assets.stage: node-local`` each node reads its own verified copy (nodeassets.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.assets.store import MANIFEST, asset_path, store_root
 from hpclaunch.config.profile import asset_store
 from hpclaunch.errors import AssetError
+from hpclaunch.runtime.train import nodeassets
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -61,12 +63,13 @@ def hub_asset(spec: JobSpec, kind: str, repo: str, revision: str = "main") -> Pa
             raise AssetError(
                 f"{what} is incomplete: {f} is missing or has the wrong size", hint=_stage_hint(spec)
             )
-    return path
+    return nodeassets.local_copy(path, job_store(spec))
 
 
 def fingerprint(*parts: Any) -> str:
     """A short stable key for generated assets (what they were built from)."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    # a node-local copy's path counts as the store's: every node computes the same key (assets.stage node-local)
+    blob = nodeassets.as_store_path(json.dumps(parts, sort_keys=True, default=str)).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -91,4 +94,4 @@ def generated(store: Path, kind: str, key: str, build: Callable[[Path], None], d
             f"generated {kind} {final} is missing after rank 0 built it",
             hint="the asset store must be a file system every node shares",
         )
-    return final
+    return nodeassets.local_copy(final, Path(store))

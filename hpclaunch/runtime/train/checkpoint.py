@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from hpclaunch.runtime.train import nodeassets
 from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, CHECKPOINTS_KEPT, ENV_RESTART, RunFiles
 
 if TYPE_CHECKING:
@@ -201,6 +202,7 @@ class Saver:
 
 
 def load(engine: Engine, path: Path, d: Dist) -> dict[str, Any]:
+    path = nodeassets.local_checkpoint(path)  # assets.stage node-local: this node's copy
     client = engine.load(path)
     rng = path / f"rng-rank-{d.rank}.pt"
     if rng.is_file():

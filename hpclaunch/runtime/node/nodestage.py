@@ -1,0 +1,164 @@
+"""Put a content-addressed artifact on a node's local scratch once: ``stage(dest, key, fill)``.
+
+An artifact is a folder (a tree, or one file inside a folder) named by its key (a content hash). ``stage``
+makes ``dest`` hold it:
+
+    warm       ``dest`` holds ``key`` already and every file it recorded has its recorded size: nothing copied
+    copied     ``dest`` did not exist: ``fill`` wrote it into a temporary sibling, then it was renamed
+    recopied   ``dest`` held another key, or a file was missing or had another size (a corrupt copy): replaced
+
+``dest/.hpclaunch-staged.json`` records the key and every file's size; it is written last, inside the
+temporary folder, so a copy that dies half-way leaves no ``dest`` (only a ``.tmp-`` sibling, removed by the
+next stage) and is never used. One process per node stages a given ``dest`` at a time (``flock`` on a sibling
+lock file); others wait and then find it warm. Used for the packed Python environment (envstage.py), for
+assets (runtime/train/assets.py) and for container images. Standard library only; also runnable by one task
+per node:
+
+    python -m hpclaunch.runtime.node.nodestage tree|file SRC DEST KEY   -> one JSON line: node, dest, result, s
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+MARKER = ".hpclaunch-staged.json"
+
+
+class StageError(Exception):
+    """Staging on this node failed: the message names the node and the cause."""
+
+
+def node_name() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def _files(root: Path) -> dict[str, int]:
+    """Every regular file under `root` (symlinks not followed) -> its size."""
+    sizes: dict[str, int] = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            p = Path(folder, name)
+            if not p.is_symlink():
+                sizes[str(p.relative_to(root))] = p.stat().st_size
+    sizes.pop(MARKER, None)
+    return sizes
+
+
+def intact(dest: Path, key: str) -> bool:
+    """`dest` holds `key` and every file it recorded is there with its recorded size (a stat per file)."""
+    try:
+        record = json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if record.get("key") != key:
+        return False
+    for rel, size in record.get("files", {}).items():
+        try:
+            if (dest / rel).stat().st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+@contextmanager
+def _locked(dest: Path) -> Iterator[None]:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(dest.parent / f".{dest.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _check_space(dest: Path, need_bytes: int) -> None:
+    free = shutil.disk_usage(dest.parent).free
+    if need_bytes and free < need_bytes * 1.05:
+        raise StageError(f"node {node_name()}: {dest.parent} has {free / 2**30:.2f} GiB free, the copy needs "
+                         f"{need_bytes / 2**30:.2f} GiB")
+
+
+def stage(dest: Path, key: str, fill: Callable[[Path], None], *, need_bytes: int = 0) -> str:
+    """Make `dest` hold artifact `key`, writing it with `fill(tmp)` when it is not there intact; returns
+    'warm', 'copied' or 'recopied'. A StageError (node and cause) when the copy fails; nothing half-written
+    stays under `dest`'s name."""
+    dest = Path(dest)
+    with _locked(dest):
+        if intact(dest, key):
+            return "warm"
+        existed = dest.exists()
+        for old in dest.parent.glob(f".{dest.name}.tmp-*"):
+            shutil.rmtree(old, ignore_errors=True)  # a copy that died half-way (its process is gone: we hold the lock)
+        tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
+        try:
+            _check_space(dest, need_bytes)
+            tmp.mkdir()
+            fill(tmp)
+            (tmp / MARKER).write_text(json.dumps({"key": key, "node": node_name(), "files": _files(tmp)}))
+            _publish(tmp, dest)
+        except (OSError, ValueError) as e:
+            raise StageError(f"node {node_name()}: copying {key} to {dest} failed: {e}") from e
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return "recopied" if existed else "copied"
+
+
+def _publish(tmp: Path, dest: Path) -> None:
+    """Rename the complete `tmp` to `dest`, replacing an older or corrupt `dest`."""
+    if dest.exists() or dest.is_symlink():
+        old = dest.parent / f".{dest.name}.tmp-old-{os.getpid()}"
+        os.replace(dest, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, dest)
+
+
+def copy_tree(src: Path) -> Callable[[Path], None]:
+    """A `fill` that copies the folder `src` (symlinks kept as links)."""
+    def fill(tmp: Path) -> None:
+        shutil.copytree(src, tmp, symlinks=True, dirs_exist_ok=True)
+    return fill
+
+
+def copy_file(src: Path) -> Callable[[Path], None]:
+    """A `fill` that copies the file `src` into the folder, under its own name."""
+    def fill(tmp: Path) -> None:
+        shutil.copy2(src, tmp / src.name)
+    return fill
+
+
+def tree_bytes(src: Path) -> int:
+    return sum(_files(src).values()) if src.is_dir() else src.stat().st_size
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hpclaunch.runtime.node.nodestage", description=__doc__.split("\n")[0])
+    p.add_argument("kind", choices=("tree", "file"))
+    p.add_argument("src", type=Path)
+    p.add_argument("dest", type=Path)
+    p.add_argument("key")
+    args = p.parse_args(argv)
+    t0 = time.monotonic()
+    fill = copy_tree(args.src) if args.kind == "tree" else copy_file(args.src)
+    try:
+        result = stage(args.dest, args.key, fill, need_bytes=tree_bytes(args.src))
+    except (StageError, OSError) as e:
+        print(f"hpclaunch: error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"node": node_name(), "dest": str(args.dest), "result": result,
+                      "seconds": round(time.monotonic() - t0, 3)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""python.stage / assets.stage node-local on the real dev cluster (docs/fast-start.md): the tiny GPT-2 on 2 nodes
+runs its ranks from each node's copy of the packed environment and reads node-local copies of its assets, with
+the losses of the same job on the shared paths; a second job finds the copies warm; a corrupt copy on one node
+is found and copied again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.state import runfiles, timeline
+from hpclaunch.state.runfiles import RunFiles
+from tests.integration.test_recipes_tiny import QUICK, losses, submit
+
+REPO = Path(__file__).resolve().parents[2]
+TWO_NODES = ("--nodes", "2", "--gpus-per-node", "1")
+STEPS = ("--set", "train.max_steps=4")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("nodelocal-home")
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> tuple[Path, Path]:
+    """dev-slurm with node-local assets and its own node scratch (so the first job here is cold)."""
+    folder = tmp_path_factory.mktemp("nodelocal-profile")
+    scratch = folder / "scratch"
+    text = (REPO / "cluster_profiles" / "dev-slurm.yaml").read_text()
+    text = text.replace("assets:\n  store: ~/.hpclaunch/assets\n",
+                        "assets:\n  store: ~/.hpclaunch/assets\n  stage: node-local\n")
+    path = folder / "dev-slurm-nodelocal.yaml"
+    path.write_text(text + f"node_scratch: {scratch}\n")
+    return path, scratch
+
+
+def _stage_lines(run_dir: Path) -> dict[str, str]:
+    """node -> what its copy of the environment was (copied, warm, recopied), from the job's output."""
+    out = "".join(p.read_text() for p in (run_dir / runfiles.LOGS).glob("job.*.out"))
+    records = [json.loads(line) for line in out.splitlines() if line.startswith('{"node"')]
+    return {r["node"]: r["result"] for r in records}
+
+
+def _rank_python(run_dir: Path, rank: int) -> str:
+    log = RunFiles(run_dir).logs / runfiles.rank_log_name(rank, 0)
+    (line,) = [x for x in log.read_text().splitlines() if x.startswith("hpclaunch: python environment: ")]
+    return line.split(": ", 2)[2]
+
+
+def _run(home: Path, profile: Path, *extra: str) -> Path:
+    return submit(home, "gpt2", *STEPS, *QUICK, *extra, profile=str(profile), extra=TWO_NODES)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profile):
+    path, scratch = profile
+    shared = _run(home, REPO / "cluster_profiles" / "dev-slurm.yaml")
+    cold = _run(home, path, "--set", "python.stage=node-local")
+    assert losses(cold) == losses(shared) and len(losses(cold)) == 4
+    assert _stage_lines(cold) == {"node1": "copied", "node2": "copied"}
+    (entry,) = timeline.load(RunFiles(cold))
+    phases = [p for p in timeline.PHASES if p in entry["phases"]]
+    assert phases.index("env_staged") == phases.index("health_checked") + 1 < phases.index("launched")
+    for rank, node in ((0, "node1"), (1, "node2")):
+        env = Path(_rank_python(cold, rank))
+        assert env.parent == scratch / node / "envs", env  # each rank ran from its own node's copy
+    assets = [scratch / node / "assets" / "generated" for node in ("node1", "node2")]
+    assert all(sorted(p.name for p in a.iterdir()) == ["data", "models", "tokenizers"] for a in assets), assets
+
+    warm = _run(home, path, "--set", "python.stage=node-local")
+    assert _stage_lines(warm) == {"node1": "warm", "node2": "warm"}
+    assert losses(warm) == losses(shared)
+
+    env2 = Path(_rank_python(cold, 1))
+    (env2 / "bin" / "torchrun").write_text("corrupt")  # one node's copy damaged between jobs
+    (model,) = [p for p in (scratch / "node2" / "assets" / "generated" / "models").iterdir() if p.is_dir()]
+    files = [f for f in model.rglob("*") if f.is_file() and not f.name.startswith(".")]
+    victim = max(files, key=lambda f: f.stat().st_size)
+    victim.write_bytes(b"corrupt")
+    again = _run(home, path, "--set", "python.stage=node-local")
+    assert _stage_lines(again) == {"node1": "warm", "node2": "recopied"}
+    assert (env2 / "bin" / "torchrun").read_text().startswith(f"#!{env2}/bin/python")
+    assert victim.stat().st_size > len(b"corrupt")
+    assert losses(again) == losses(shared)
