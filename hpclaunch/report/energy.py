@@ -7,14 +7,29 @@
     cost          device-hours x the partition's cost_per_device_hour (from the job's resolved.yaml)
 
 A figure that is not known is None with a note saying why (no power samples on a CPU-only node; sacct's 0 is
-"not recorded", never 0 kWh). Standard library only.
+"not recorded", never 0 kWh).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 J_PER_KWH = 3.6e6
+
+
+def job_facts(run_dir: Path) -> dict[str, Any]:
+    """What the run's resolved.yaml says of its size and price: devices, tokens per step and the partition's
+    cost_per_device_hour (each None where the file, e.g. of an older run, does not say)."""
+    from hpclaunch.report.compare import resolved
+
+    spec = resolved(run_dir)
+    devices = spec.get("nodes", 0) * spec.get("gpus_per_node", 0) if spec else 0
+    seq = ((spec.get("recipe") or {}).get("train") or {}).get("seq_len")
+    part = ((spec.get("profile") or {}).get("partitions") or {}).get(spec.get("partition")) or {}
+    tokens = spec.get("global_batch_size", 0) * seq if isinstance(seq, int) else 0
+    return {"devices": devices or None, "tokens_per_step": tokens or None,
+            "cost_per_device_hour": part.get("cost_per_device_hour")}
 
 
 def _power_by_device(files: list[list[dict[str, Any]]]) -> dict[tuple[str, int], list[float]]:
@@ -33,8 +48,8 @@ def _no_power(files: list[list[dict[str, Any]]]) -> str:
     if not files:
         return "no usage samples in the run directory: no power readings"
     if not tools:
-        return "no power samples: no device tool on the job's nodes (CPU only), so the devices' energy is not known"
-    return f"no power samples: {', '.join(tools)} on the job's nodes gave no power reading"
+        return "no power samples: no device tool on the nodes (CPU only)"
+    return f"no power samples: {', '.join(tools)} gave no power reading"
 
 
 def of_job(files: list[list[dict[str, Any]]], *, elapsed_s: float | None, devices: int | None,
@@ -51,7 +66,7 @@ def of_job(files: list[list[dict[str, Any]]], *, elapsed_s: float | None, device
         notes.append(_no_power(files))
     sacct = round(consumed_energy_j / J_PER_KWH, 6) if consumed_energy_j else None
     if consumed_energy_j is not None and not consumed_energy_j:
-        notes.append("Slurm records no energy for this job (ConsumedEnergy 0: no energy gathering on this cluster)")
+        notes.append("Slurm records no energy here (ConsumedEnergy 0: not gathered)")
     cost = round(device_hours * cost_per_device_hour, 4) if device_hours is not None and \
         cost_per_device_hour is not None else None
     if cost_per_device_hour is None:
@@ -89,17 +104,23 @@ def describe(e: dict[str, Any]) -> list[str]:
     lines = [f"device-hours: {hours}" + (f" ({e['devices']} devices x {e['elapsed_s'] / 3600:.3g} h)"
                                          if e.get("device_hours") is not None else "")]
     if e.get("energy_source") == "samples":
-        lines.append(f"energy: {energy} (devices' power samples: {e['power_samples']} readings of "
-                     f"{e['devices_sampled']} devices, {e['mean_power_w']:g} W mean)")
+        lines.append(f"energy: {energy} ({e['power_samples']} power samples of {e['devices_sampled']} "
+                     f"devices, {e['mean_power_w']:g} W mean)")
     elif e.get("energy_source") == "sacct":
         lines.append(f"energy: {energy} (Slurm ConsumedEnergy, the nodes')")
     else:
         lines.append("energy: not known")
     if e.get("energy_source") == "samples" and e.get("sacct_energy_kwh") is not None:
-        lines.append(f"energy (Slurm ConsumedEnergy, the nodes'): {e['sacct_energy_kwh']:.3g} kWh")
+        lines.append(f"energy of the nodes (Slurm ConsumedEnergy): {e['sacct_energy_kwh']:.3g} kWh")
     if e.get("cost") is not None:
         lines.append(f"cost: {cost} ({e['cost_per_device_hour']:g} per device-hour)")
     return lines + [f"note: {n}" for n in e.get("notes", [])]
+
+
+def steps_run(info: dict[str, Any]) -> int | None:
+    """The steps a run trained (its metrics' summary: first to last step)."""
+    first, last = info.get("first_step"), info.get("last_step")
+    return last - first + 1 if isinstance(first, int) and isinstance(last, int) else None
 
 
 def tokens_per_kwh(tokens: float | None, e: dict[str, Any]) -> float | None:
