@@ -46,9 +46,9 @@ def _power_by_device(files: list[list[dict[str, Any]]]) -> dict[tuple[str, int],
 def _no_power(files: list[list[dict[str, Any]]]) -> str:
     tools = sorted({str(r["tool"]) for recs in files for r in recs if r.get("tool")})
     if not files:
-        return "no usage samples in the run directory: no power readings"
+        return "no usage samples in the run directory: no power"
     if not tools:
-        return "no power samples: no device tool on the nodes (CPU only)"
+        return "no power samples: no device tool (CPU only)"
     return f"no power samples: {', '.join(tools)} gave no power reading"
 
 
@@ -66,7 +66,7 @@ def of_job(files: list[list[dict[str, Any]]], *, elapsed_s: float | None, device
         notes.append(_no_power(files))
     sacct = round(consumed_energy_j / J_PER_KWH, 6) if consumed_energy_j else None
     if consumed_energy_j is not None and not consumed_energy_j:
-        notes.append("Slurm records no energy here (ConsumedEnergy 0: not gathered)")
+        notes.append("Slurm's ConsumedEnergy is 0 here: not recorded")
     cost = round(device_hours * cost_per_device_hour, 4) if device_hours is not None and \
         cost_per_device_hour is not None else None
     if cost_per_device_hour is None:
@@ -94,7 +94,7 @@ def cells(e: dict[str, Any]) -> tuple[str, str, str]:
     """(device-hours, energy, cost) as a table shows them; "-" where not known."""
     hours = f"{e['device_hours']:.3g}" if e.get("device_hours") is not None else "-"
     energy = f"{e['energy_kwh']:.3g} kWh" if e.get("energy_kwh") is not None else "not known"
-    cost = f"{e['cost']:.2f}" if e.get("cost") is not None else "-"
+    cost = "-" if e.get("cost") is None else f"{e['cost']:.2f}" if e["cost"] >= 1 else f"{e['cost']:.3g}"
     return hours, energy, cost
 
 

@@ -93,7 +93,7 @@ def test_a_cpu_only_run_says_the_energy_is_not_known(hpc_home: Path, hpclaunch: 
     assert e["cost"] is None and e["device_hours"] > 0
     text = hpclaunch("report", job).stdout
     assert "energy: not known" in text and "0 kWh" not in text
-    assert "note: no power samples: no device tool on the nodes (CPU only)" in text
+    assert "note: no power samples: no device tool (CPU only)" in text
     assert "note: no cost: the partition gives no cost_per_device_hour" in text
 
 
@@ -126,7 +126,43 @@ def test_sweep_totals_sum_only_what_every_element_has() -> None:
 def test_sacct_consumed_energy_zero_is_not_recorded() -> None:
     e = energy.of_job([], elapsed_s=3600, devices=4, cost_per_device_hour=None, consumed_energy_j=0)
     assert e["energy_kwh"] is None and e["sacct_energy_kwh"] is None and e["device_hours"] == 4
-    assert any("ConsumedEnergy 0" in n for n in e["notes"])
+    assert "Slurm's ConsumedEnergy is 0 here: not recorded" in e["notes"]
     recorded = energy.of_job([], elapsed_s=3600, devices=4, cost_per_device_hour=3, consumed_energy_j=7.2e6)
     assert (recorded["energy_kwh"], recorded["energy_source"], recorded["cost"]) == (2.0, "sacct", 12.0)
     assert "energy: 2 kWh (Slurm ConsumedEnergy, the nodes')" in energy.describe(recorded)
+
+
+def make_sweep(hpclaunch: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, hpc_home: Path) -> tuple[str, list]:
+    """Two finished local jobs (npu-smi's recorded power lines; the second with no device tool) recorded as the
+    elements of a sweep over train.lr, as `submit --sweep` records them."""
+    from dataclasses import replace
+
+    from hpclaunch.state import registry
+
+    sweep_id, ids = "local-900", []
+    for index, (tool, lr) in enumerate((("npu-smi", "1e-3"), (None, "2e-3"))):
+        job, _ = _run(hpclaunch, tool, monkeypatch)
+        registry.add(replace(registry.get(job), sweep={"id": sweep_id, "index": index, "values": {"train.lr": lr}}))
+        ids.append(job)
+    folder = hpc_home / "sweep-900"
+    folder.mkdir()
+    registry.add(registry.JobRecord(sweep_id, "local", "local", "allreduce", None, "torchrun", "1n2g", "allreduce",
+                                    str(folder), "2026-11-25T07:00:00+0000",
+                                    {"id": sweep_id, "keys": ["train.lr"], "max_parallel": None, "elements": ids}))
+    return sweep_id, ids
+
+
+def test_a_sweeps_report_has_each_elements_energy_and_the_total(hpc_home: Path, hpclaunch: Callable[..., Result],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _priced_profile(hpc_home, 2.5)
+    sweep, ids = make_sweep(hpclaunch, monkeypatch, hpc_home)
+    data = _json(hpclaunch, "report", sweep)
+    first, second = (e["energy"] for e in data["elements"])
+    assert first["energy_source"] == "samples" and second["energy_kwh"] is None
+    assert data["energy"]["device_hours"] == pytest.approx(first["device_hours"] + second["device_hours"], abs=1e-5)
+    assert data["energy"]["cost"] == pytest.approx(first["cost"] + second["cost"], abs=1e-3)
+    assert data["energy"]["energy_kwh"] is None  # one element's energy is not known: no total of a part
+    text = hpclaunch("report", sweep).stdout  # piped: the table as tab-separated lines
+    assert f"{ids[0]}\t{energy.cells(first)[0]}\t{energy.cells(first)[1]}\t{energy.cells(first)[2]}" in text
+    assert f"total\t{energy.cells(data['energy'])[0]}\tnot known\t{energy.cells(data['energy'])[2]}" in text
+    assert "note: no power samples: no device tool (CPU only)" in text
