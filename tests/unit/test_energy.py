@@ -166,3 +166,29 @@ def test_a_sweeps_report_has_each_elements_energy_and_the_total(hpc_home: Path, 
     assert f"{ids[0]}\t{energy.cells(first)[0]}\t{energy.cells(first)[1]}\t{energy.cells(first)[2]}" in text
     assert f"total\t{energy.cells(data['energy'])[0]}\tnot known\t{energy.cells(data['energy'])[2]}" in text
     assert "note: no power samples: no device tool (CPU only)" in text
+
+
+# `sacct --parsable2 --format=accounting.SACCT_FIELDS --jobs=557` on the dev cluster (no energy gathering: 0 J)
+SACCT_557 = """JobID|State|ElapsedRaw|TimelimitRaw|TotalCPU|AllocCPUS|MaxRSS|ReqMem|NNodes|ConsumedEnergyRaw
+557|COMPLETED|9|20|00:12.583|3||3G|3|0
+557.batch|COMPLETED|9||00:00.243|1|12516K||1|0
+557.0|COMPLETED|3||00:03.480|3|247484K||3|0
+557.1|COMPLETED|6||00:08.859|2|573116K||2|0
+"""
+
+
+def test_the_dev_clusters_sacct_records_no_energy() -> None:
+    from hpclaunch.report import usage
+    from hpclaunch.schedulers.slurm import accounting
+
+    measured = accounting.from_sacct(SACCT_557, "557")
+    assert measured is not None and measured["consumed_energy_j"] == 0
+    used = usage.summarize(**measured)
+    e = energy.of_job([], elapsed_s=used["elapsed_s"], devices=12, cost_per_device_hour=2.0,
+                      consumed_energy_j=used["consumed_energy_j"])
+    assert e["energy_kwh"] is None and e["device_hours"] == pytest.approx(12 * 9 / 3600)
+    assert e["cost"] == pytest.approx(0.06) and "Slurm's ConsumedEnergy is 0 here: not recorded" in e["notes"]
+    recorded = SACCT_557.replace("|3|0\n557.batch", "|3|5400000\n557.batch")  # a site that gathers energy
+    assert accounting.from_sacct(recorded, "557")["consumed_energy_j"] == 5400000
+    older = "\n".join(line.rsplit("|", 1)[0] for line in SACCT_557.splitlines())  # a sacct not asked for it
+    assert accounting.from_sacct(older, "557")["consumed_energy_j"] is None
