@@ -99,13 +99,16 @@ class MicroBatchAuto(StrictModel, frozen=True, kw_only=True):
     @property
     def text(self) -> str:
         """One line, for the dry run and the job log."""
-        why = f"micro-batch {self.fits_up_to + 1} would need {self.next_gib:.1f} GiB"
+        def gib(x: float) -> str:
+            return f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+        why = f"micro-batch {self.fits_up_to + 1} would need {gib(self.next_gib)} GiB"
         if self.fits_up_to == self.per_replica and self.next_gib <= self.limit_gib:
             why = f"the global batch's share per replica is {self.per_replica}"
         divides = "" if self.micro_batch == self.fits_up_to else (
             f"; {self.fits_up_to} fits but does not divide {self.per_replica}")
         return (f"micro-batch auto: {self.micro_batch} x accumulation {self.grad_accum} keeps global batch "
-                f"{self.global_batch}; {self.per_device_gib:.1f} GiB per device of {self.limit_gib:.1f} GiB "
+                f"{self.global_batch}; {gib(self.per_device_gib)} GiB per device of {gib(self.limit_gib)} GiB "
                 f"({self.device_gib:g} GiB - {self.margin:.0%} margin); {why}{divides}")
 
 
