@@ -9,6 +9,7 @@ real tiny job (local profile) whose log says what was chosen.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,8 @@ def test_a_real_tiny_job_says_what_was_chosen(hpc_home: Path, hpclaunch: Callabl
     assert dry.exit_code == 0, dry.output
     line = next(x for x in dry.stderr.splitlines() if "micro-batch auto:" in x)
     assert "keeps global batch 64" in line and "of 0.9 GiB (1 GiB - 10% margin)" in line
-    assert line.split("hpclaunch: ", 1)[1] in dry.stdout  # the script echoes it into the job log
+    echo = next(x for x in dry.stdout.splitlines() if "micro-batch auto:" in x)  # the script echoes it to the log
+    assert shlex.split(echo) == ["echo", line]
 
     job = json.loads(hpclaunch("submit", recipe, "--profile", profile, *AUTO, "--json").stdout)
     spec = yaml.safe_load((Path(job["run_dir"]) / "resolved.yaml").read_text())
