@@ -219,7 +219,7 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     ratio = throughput_ratio(a, b)
     ran_with = provenance.differences(provenance.load(run_a.run_dir), provenance.load(run_b.run_dir))
     config = config_differences(run_a.run_dir, run_b.run_dir)
-    spent = {job_a: _run_energy(run_a, a), job_b: _run_energy(run_b, b)}
+    spent = {"a": {"job": job_a, **_run_energy(run_a, a)}, "b": {"job": job_b, **_run_energy(run_b, b)}}
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
         echo_json({**info, "per_step": per_step, "plot": str(path), "throughput_ratio": ratio, "energy": spent,
@@ -258,7 +258,8 @@ def _run_energy(run: Any, m: Metrics) -> dict:
 
 def _energy_lines(spent: dict[str, dict]) -> list[str]:
     """compare's rows: device-hours, energy, cost and tokens per kWh of each run (`-`: not known)."""
-    (job_a, a), (job_b, b) = spent.items()
+    a, b = spent["a"], spent["b"]
+    job_a, job_b = a["job"], b["job"]
     rows = [("device-hours", *(energy.cells(e)[0] for e in (a, b))), ("energy", *(energy.cells(e)[1] for e in (a, b))),
             ("cost", *(energy.cells(e)[2] for e in (a, b))),
             ("tokens per kWh", *(f"{e['tokens_per_kwh']:.4g}" if e["tokens_per_kwh"] else "-" for e in (a, b)))]

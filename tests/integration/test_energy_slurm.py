@@ -64,4 +64,4 @@ def test_report_and_compare_show_device_hours_and_cost(tmp_path: Path) -> None:
     assert f"device-hours: {a} {hours[0]}, {b} {hours[1]}" in compared
     assert f"cost: {a} {costs[0]}, {b} {costs[1]}" in compared
     assert f"tokens per kWh: {a} -, {b} -" in compared
-    assert json.loads(cli(home, "compare", a, b, "--json").stdout)["energy"][a]["cost"] == elements[a]["cost"]
+    assert json.loads(cli(home, "compare", a, b, "--json").stdout)["energy"]["a"]["cost"] == elements[a]["cost"]

@@ -104,7 +104,8 @@ def test_compare_shows_tokens_per_kwh_of_both_runs(hpc_home: Path, hpclaunch: Ca
     monkeypatch.setenv("FAKE_GPU_POWER_W", "400")
     gpu, _ = _run(hpclaunch, "nvidia-smi", monkeypatch)
     data = _json(hpclaunch, "compare", npu, gpu)["energy"]
-    a, b = data[npu], data[gpu]
+    a, b = data["a"], data["b"]
+    assert (a["job"], b["job"]) == (npu, gpu)
     assert b["power_samples"] == 4 and b["mean_power_w"] == 400.0  # the stand-in's two GPUs, twice
     assert b["energy_kwh"] == pytest.approx(2 * 400 * b["elapsed_s"] / 3.6e6, abs=1e-6)
     for e in (a, b):
