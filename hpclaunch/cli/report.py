@@ -4,7 +4,7 @@ Given a sweep's id, both overlay the sweep's elements: one line per element, the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,7 +13,7 @@ from hpclaunch.cli.options import echo_json, examples, json_option
 from hpclaunch.cli.status import describe_health
 from hpclaunch.cli.tables import human
 from hpclaunch.jobs.view import health_verdict
-from hpclaunch.report import checkpoints, goodput, usage
+from hpclaunch.report import checkpoints, energy, goodput, usage
 from hpclaunch.report.compare import config_differences, throughput_ratio
 from hpclaunch.state import provenance, registry, stragglers, timeline
 from hpclaunch.state.runfiles import RunFiles
@@ -56,8 +56,9 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     info = summary(m)
     slow = stragglers.find(RunFiles(Path(record.run_dir)))
     health = health_verdict(RunFiles(Path(record.run_dir)))
-    used = _usage(record)
+    used, spent = _usage_energy(record)
     dev = used["devices"]
+    spent["tokens_per_kwh"] = energy.tokens_per_kwh(_tokens(Path(record.run_dir), info), spent)
     saved = checkpoints.load(RunFiles(Path(record.run_dir)))
     ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""),
                             spare_nodes=record.spare_nodes, restarts=restarts)
@@ -70,12 +71,13 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
                       *(f"straggler: {stragglers.describe(f)}" for f in slow),
                       f"usage ({used['source']}): {usage.describe(used, human)}",
                       f"devices: {usage.describe_devices(dev, human)}",
+                      *energy.describe(spent),
                       *(f"warning: {w}" for w in [*used["warnings"], *dev.get("warnings", [])]),
                       *(f"note: {n}" for n in [used.get("note"), used.get("advice_note")] if n)])
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     if as_json:
         echo_json({**info, "checkpoints": saved, **checkpoints.totals(saved), "timeline": restarts,
-                   "goodput": ledger, "health": health, "stragglers": slow, "usage": used,
+                   "goodput": ledger, "health": health, "stragglers": slow, "usage": used, "energy": spent,
                    "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
@@ -84,9 +86,9 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
         click.echo(f"wrote {p}")
 
 
-def _usage(record: registry.JobRecord) -> dict:
+def _usage_energy(record: registry.JobRecord) -> tuple[dict, dict]:
     """Elapsed vs requested time, CPU efficiency and peak memory (sacct when accounting is on, else the job's
-    own samples), and the devices' utilisation and memory (samples)."""
+    own samples), the devices' utilisation and memory (samples); and the energy record (report/energy.py)."""
     from hpclaunch.jobs.state import statuses
     from hpclaunch.schedulers import get_scheduler
 
@@ -96,7 +98,17 @@ def _usage(record: registry.JobRecord) -> dict:
     if used is None:  # no accounting (or the local scheduler): the time from the status, the rest from samples
         used = usage.with_samples(usage.from_status(statuses([record])[record.job_id]), samples)
     used["devices"] = usage.devices(samples)
-    return used
+    facts = energy.job_facts(Path(record.run_dir))
+    spent = energy.of_job(samples, elapsed_s=used["elapsed_s"], devices=facts["devices"],
+                          cost_per_device_hour=facts["cost_per_device_hour"],
+                          consumed_energy_j=used.get("consumed_energy_j"))
+    return used, spent
+
+
+def _tokens(run_dir: Path, info: dict) -> int | None:
+    """Tokens the run trained: its steps x the tokens of a step (global batch x seq_len, resolved.yaml)."""
+    steps, per_step = energy.steps_run(info), energy.job_facts(run_dir)["tokens_per_step"]
+    return steps * per_step if steps and per_step else None
 
 
 def _elements(record: registry.JobRecord) -> list[tuple[str, str, Metrics]]:
@@ -127,14 +139,46 @@ def _report_sweep(record: registry.JobRecord, out: Path | None, as_json: bool) -
     lines = [f"{i['job_id']}  {i['values']}: " + ", ".join(f"{k} {_fmt(i[k])}" for k in _SWEEP_KEYS
              if i.get(k) is not None)
              for i in infos]
-    (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    costs = _sweep_energy(record, infos)
+    (out / "summary.txt").write_text("\n".join([*lines, *_energy_rows(infos, costs, plain=True)]) + "\n",
+                                     encoding="utf-8")
     if as_json:
-        echo_json({"sweep": record.job_id, "elements": infos, "plots": [str(p) for p in paths],
+        echo_json({"sweep": record.job_id, "elements": infos, "energy": costs, "plots": [str(p) for p in paths],
                    "summary_file": str(out / "summary.txt")})
         return
     click.echo("\n".join(lines))
+    _energy_rows(infos, costs)
     for p in [*paths, out / "summary.txt"]:
         click.echo(f"wrote {p}")
+
+
+def _sweep_energy(record: registry.JobRecord, infos: list[dict]) -> dict:
+    """Each element's energy record (into its info, key `energy`) and the sweep's totals."""
+    elements = {e.job_id: e for e in sweep_elements(record)}
+    for info in infos:
+        spent = _usage_energy(elements[info["job_id"]])[1]
+        spent["tokens_per_kwh"] = energy.tokens_per_kwh(_tokens(Path(elements[info["job_id"]].run_dir), info),
+                                                         spent)
+        info["energy"] = spent
+    return energy.total([i["energy"] for i in infos])
+
+
+_ENERGY_HEADERS = ("job", "device-hours", "energy", "cost")
+
+
+def _energy_rows(infos: list[dict], costs: dict, plain: bool = False) -> list[str]:
+    """The sweep's energy table (one row per element and the total): printed, or as tab-separated lines."""
+    from hpclaunch.cli.tables import print_table
+
+    rows = [(i["job_id"], *energy.cells(i["energy"])) for i in infos]
+    rows.append(("total", *energy.cells(costs)))
+    notes = sorted({n for i in infos for n in i["energy"]["notes"]})
+    if plain:
+        return ["\t".join(_ENERGY_HEADERS), *("\t".join(r) for r in rows), *(f"note: {n}" for n in notes)]
+    print_table(_ENERGY_HEADERS, rows, ids=("job",))
+    for n in notes:
+        click.echo(f"note: {n}")
+    return []
 
 
 _SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mean_tokens_per_s")
@@ -179,9 +223,10 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
     ratio = throughput_ratio(a, b)
     ran_with = provenance.differences(provenance.load(run_a.run_dir), provenance.load(run_b.run_dir))
     config = config_differences(run_a.run_dir, run_b.run_dir)
+    spent = {"a": {"job": job_a, **_run_energy(run_a, a)}, "b": {"job": job_b, **_run_energy(run_b, b)}}
     if as_json:
         per_step = dict(zip(diff["steps"], diff["diff"], strict=True))
-        echo_json({**info, "per_step": per_step, "plot": str(path), "throughput_ratio": ratio,
+        echo_json({**info, "per_step": per_step, "plot": str(path), "throughput_ratio": ratio, "energy": spent,
                    "config_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in config],
                    "provenance_differences": [{"key": k, "a": va, "b": vb} for k, va, vb in ran_with]})
     else:
@@ -191,11 +236,40 @@ def compare_cmd(job_a: str, job_b: str | None, out: Path | None, tolerance: floa
         click.echo(f"mean abs loss difference: {_fmt(diff['mean_abs_diff'])}")
         if ratio is not None:
             click.echo(f"throughput ratio (tokens/s, {job_b} / {job_a}): {ratio:.3f}")
+        click.echo("\n".join(_energy_lines(spent)))
         _print_differences(config, job_a, job_b, what="config")
         _print_differences(ran_with, job_a, job_b)
         click.echo(f"wrote {path}")
     if tolerance is not None and (diff["max_abs_diff"] is None or diff["max_abs_diff"] > tolerance):
         raise JobFailed(f"losses differ by {_fmt(diff['max_abs_diff'])} > tolerance {tolerance:g}")
+
+
+def _run_energy(run: Any, m: Metrics) -> dict:
+    """A run's energy record with its tokens per kWh (a run without a job record, e.g. an archive: no elapsed
+    time, so no device-hours)."""
+    from hpclaunch.report.metrics import summary
+
+    if run.record is not None:
+        spent = _usage_energy(run.record)[1]
+    else:
+        facts = energy.job_facts(run.run_dir)
+        spent = energy.of_job([], elapsed_s=None, devices=facts["devices"],
+                              cost_per_device_hour=facts["cost_per_device_hour"], consumed_energy_j=None)
+    spent["tokens"] = _tokens(run.run_dir, summary(m))
+    spent["tokens_per_kwh"] = energy.tokens_per_kwh(spent["tokens"], spent)
+    return spent
+
+
+def _energy_lines(spent: dict[str, dict]) -> list[str]:
+    """compare's rows: device-hours, energy, cost and tokens per kWh of each run (`-`: not known)."""
+    a, b = spent["a"], spent["b"]
+    job_a, job_b = a["job"], b["job"]
+    rows = [("device-hours", *(energy.cells(e)[0] for e in (a, b))), ("energy", *(energy.cells(e)[1] for e in (a, b))),
+            ("cost", *(energy.cells(e)[2] for e in (a, b))),
+            ("tokens per kWh", *(f"{e['tokens_per_kwh']:.4g}" if e["tokens_per_kwh"] else "-" for e in (a, b)))]
+    lines = [f"{name}: {job_a} {va}, {job_b} {vb}" for name, va, vb in rows]
+    notes = sorted({n for e in (a, b) for n in e["notes"]})
+    return lines + [f"note: {n}" for n in notes]
 
 
 def _print_differences(found: list[tuple[str, object, object]], job_a: str, job_b: str,

@@ -52,6 +52,8 @@ def say_checkpointing(spec: JobSpec) -> None:
 
 def say_plan(spec: JobSpec) -> None:
     """The memory plan's summary line (docs/plan.md), for a dry run."""
+    if spec.micro_batch_auto is not None:
+        click.echo(f"hpclaunch: {spec.micro_batch_auto.text}", err=True)
     if spec.recipe.model is None:
         return
     from hpclaunch.errors import NoPlan

@@ -89,6 +89,36 @@ class Checkpointing(StrictModel, frozen=True, kw_only=True):
                                              "made: the first save's time estimate")] = None
 
 
+class MicroBatchAuto(StrictModel, frozen=True, kw_only=True):
+    """What `--set train.micro_batch_size=auto` chose, from the memory plan (hpclaunch/submission/autobatch.py)."""
+
+    micro_batch: Annotated[int, Meta(ge=1)]
+    grad_accum: Annotated[int, Meta(ge=1)]
+    fits_up_to: Annotated[int, Meta(ge=1, description="the largest micro-batch within the limit")]
+    per_replica: Annotated[int, Meta(ge=1, description="global batch / data parallel: what micro x accum make")]
+    global_batch: Annotated[int, Meta(ge=1)]
+    margin: float
+    limit_gib: Annotated[float, Meta(description="device memory x (1 - margin)")]
+    device_gib: float
+    per_device_gib: Annotated[float, Meta(description="the plan's total per device at the chosen micro-batch")]
+    next_gib: Annotated[float, Meta(description="the plan's total per device at micro-batch fits_up_to + 1")]
+
+    @property
+    def text(self) -> str:
+        """One line, for the dry run and the job log."""
+        def gib(x: float) -> str:
+            return f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+        why = f"micro-batch {self.fits_up_to + 1} would need {gib(self.next_gib)} GiB"
+        if self.fits_up_to == self.per_replica and self.next_gib <= self.limit_gib:
+            why = f"the global batch's share per replica is {self.per_replica}"
+        divides = "" if self.micro_batch == self.fits_up_to else (
+            f"; {self.fits_up_to} fits but does not divide {self.per_replica}")
+        return (f"micro-batch auto: {self.micro_batch} x accumulation {self.grad_accum} keeps global batch "
+                f"{self.global_batch}; {gib(self.per_device_gib)} GiB per device of {gib(self.limit_gib)} GiB "
+                f"({self.device_gib:g} GiB - {self.margin:.0%} margin); {why}{divides}")
+
+
 class JobSpec(StrictModel, frozen=True, kw_only=True):
     hpclaunch_version: str = __version__
     name: Annotated[str, Meta(description="the Slurm job name")]
@@ -137,6 +167,8 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
                                      "is dropped, then take its place (submit --spare-nodes)")] = 0
     inject: Annotated[str | None, Meta(description="fault injection KIND:RANK:STEP[,...] (HPCLAUNCH_INJECT at "
                                        "submit)")] = None
+    micro_batch_auto: Annotated[MicroBatchAuto | None, Meta(
+        description="what --set train.micro_batch_size=auto chose (null: the micro-batch was given)")] = None
     sbatch: Annotated[
         dict[str, str | None],
         Meta(

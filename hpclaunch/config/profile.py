@@ -41,6 +41,9 @@ class Partition(StrictModel, frozen=True, kw_only=True):
     gres: Annotated[str | None, Meta(description="generic resource to request per node; null: none")] = "gpu"
     exclusive: Annotated[bool, Meta(description="a job on whole nodes (every device) has them to itself (Slurm "
                                                 "--exclusive); a job on part of a node shares it either way")] = False
+    cost_per_device_hour: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
+        description="what one device-hour costs here (in the site's currency): `hpclaunch report` and `compare` "
+                    "show a job's cost from it")] = None
 
 
 class Modules(StrictModel, frozen=True, kw_only=True):
@@ -182,6 +185,8 @@ class RemoteConfig(StrictModel, frozen=True, kw_only=True):
 class ProfileDefaults(StrictModel, frozen=True, kw_only=True):
     layout: str | None = None
     time: SlurmTimeText | None = None
+    memory_margin: Annotated[float, Meta(ge=0, lt=1, description="the share of a device's memory that "
+                                         "train.micro_batch_size=auto leaves free (0.1: it plans within 90 %)")] = 0.1
 
 
 class Profile(StrictModel, frozen=True, kw_only=True):

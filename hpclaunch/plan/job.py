@@ -93,6 +93,8 @@ class Plan:
         return f"{engine}{' offload ' + '+'.join(offload) if offload else ''}, {s.precision}"
 
     def to_json(self) -> dict[str, Any]:
+        from hpclaunch.config.base import dump
+
         e, s = self.estimate, self.setup
         return {
             "recipe": self.spec.recipe.name, "preset": self.spec.preset, "profile": self.spec.profile.name,
@@ -109,6 +111,7 @@ class Plan:
             "buffers_gib": _gib(e.buffers), "reserve_gib": _gib(e.reserve), "per_device_gib": _gib(e.total),
             "device_gib": self.device_gib, "host_offload_gib_per_node": _gib(e.host_per_node),
             "host_gib_per_node": None if self.limits.host_bytes is None else _gib(self.limits.host_bytes),
+            "micro_batch_auto": None if self.spec.micro_batch_auto is None else dump(self.spec.micro_batch_auto),
             "suggestions": [{"change": x.text, "layout": x.setup.layout, "per_device_gib": _gib(x.per_device_bytes)}
                             for x in self.suggestions],
         }

@@ -27,14 +27,19 @@ def throughput_ratio(a: Metrics, b: Metrics) -> float | None:
     return tb / ta if ta and tb else None
 
 
-def _resolved(run_dir: Path) -> dict[str, Any]:
+def resolved(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved.yaml as data ({} where it has none)."""
     import yaml
 
     path = RunFiles(run_dir).resolved
     if not path.is_file():
         return {}
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return {k: v for k, v in data.items() if k not in _PER_RUN} if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) else {}
+
+
+def _resolved(run_dir: Path) -> dict[str, Any]:
+    return {k: v for k, v in resolved(run_dir).items() if k not in _PER_RUN}
 
 
 def config_differences(run_a: Path, run_b: Path) -> list[tuple[str, Any, Any]]:

@@ -35,15 +35,16 @@ def _share(used: float | None, asked: float | None) -> float | None:
 def summarize(*, state: str, source: str, elapsed_s: float | None, limit_s: float | None,
               cpu_s: float | None = None, cpus: int | None = None, nodes: int | None = None,
               max_rss_bytes: int | None = None, req_mem_per_node_bytes: int | None = None,
-              samples: int | None = None) -> dict[str, Any]:
+              samples: int | None = None, consumed_energy_j: float | None = None) -> dict[str, Any]:
     """The usage record of `report --json` (key `usage`), warnings included; `samples`: the fewest samples of any
-    node, where the CPU and memory figures come from the job's own samples."""
+    node, where the CPU and memory figures come from the job's own samples; `consumed_energy_j`: accounting's
+    energy of the nodes (0: not recorded; report/energy.py reads it)."""
     out: dict[str, Any] = {
         "source": source, "state": state, "elapsed_s": elapsed_s, "time_limit_s": limit_s, "samples": samples,
         "time_used": _share(elapsed_s, limit_s), "cpu_s": cpu_s, "cpus": cpus, "nodes": nodes,
         "cpu_efficiency": _share(cpu_s, elapsed_s * cpus if elapsed_s and cpus else None),
         "max_rss_bytes": max_rss_bytes, "req_mem_per_node_bytes": req_mem_per_node_bytes,
-        "memory_used": _share(max_rss_bytes, req_mem_per_node_bytes)}
+        "memory_used": _share(max_rss_bytes, req_mem_per_node_bytes), "consumed_energy_j": consumed_energy_j}
     out["warnings"] = warnings(out)
     if _no_advice(out):
         out["advice_note"] = _no_advice(out)
@@ -159,7 +160,8 @@ def with_peak(u: dict[str, Any], files: list[list[dict[str, Any]]]) -> dict[str,
     peak = _peak(hwm) if hwm else None
     if peak is None or (u["max_rss_bytes"] is not None and u["max_rss_bytes"] >= peak):
         return u
-    keys = ("state", "source", "elapsed_s", "cpu_s", "cpus", "nodes", "req_mem_per_node_bytes", "samples")
+    keys = ("state", "source", "elapsed_s", "cpu_s", "cpus", "nodes", "req_mem_per_node_bytes", "samples",
+            "consumed_energy_j")
     out = summarize(limit_s=u["time_limit_s"], max_rss_bytes=peak, **{k: u[k] for k in keys})
     out["note"] = (f"peak memory: the high-water mark of the job's processes (VmHWM); {u['source']}'s MaxRSS, "
                    f"sampled, {'had none' if u['max_rss_bytes'] is None else 'was lower'}")

@@ -545,7 +545,17 @@ def _check_limits(profile: Profile, partition: str, layout: Layout) -> None:
 
 def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   profile_ref: str | None = None) -> JobSpec:
-    """`profile_ref`: the --profile as given (a name or a file), for the commands the errors and hints suggest."""
+    """`profile_ref`: the --profile as given (a name or a file), for the commands the errors and hints suggest.
+    `--set train.micro_batch_size=auto` is planned (submission/autobatch.py) and merged here as --set items."""
+    from hpclaunch.submission import autobatch
+
+    index = autobatch.auto_item(cli.sets)
+    if index is None:
+        return _resolve_parts(profile, src, cli, profile_ref)
+    return autobatch.resolve_auto(lambda c: _resolve_parts(profile, src, c, profile_ref), cli, index)
+
+
+def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profile_ref: str | None) -> JobSpec:
     from hpclaunch.config.base import validate
     from hpclaunch.config.jobspec import JobSpec
 

@@ -42,7 +42,8 @@ def _job(home: Path, env: dict, *recipe: str) -> tuple[str, Path]:
 def test_report_has_cpu_memory_and_device_usage_from_the_jobs_samples(tmp_path):
     home = tmp_path / "home"
     path = f"{FAKE}{os.pathsep}{os.environ['PATH']}"
-    job, run_dir = _job(home, {"PATH": path, "FAKE_GPU_UTIL": "30", "FAKE_GPU_MEM_MIB": "2048"})
+    job, run_dir = _job(home, {"PATH": path, "FAKE_GPU_UTIL": "30", "FAKE_GPU_MEM_MIB": "2048",
+                               "FAKE_GPU_POWER_W": "300"})
     samples = [json.loads(line) for line in (run_dir / "usage" / "node-0.restart-0.jsonl").read_text().splitlines()]
     assert len(samples) >= 2 and samples[-1]["cpu_s"] >= samples[0]["cpu_s"]
     assert samples[0]["tool"] == "nvidia-smi" and len(samples[0]["devices"]) == 2
@@ -59,6 +60,12 @@ def test_report_has_cpu_memory_and_device_usage_from_the_jobs_samples(tmp_path):
     assert dev["mean_utilization"] == pytest.approx(0.30)
     assert dev["peak_memory_bytes"] == 2048 * 2**20 and dev["memory_total_bytes"] == 81559 * 2**20
     assert any("device(s) 30% busy on average" in w for w in dev["warnings"])
+    # the energy: the power draw the job's own sampler read (report/energy.py), 2 devices x 300 W x elapsed
+    spent = json.loads(report.stdout)["energy"]
+    assert spent["energy_source"] == "samples" and spent["power_samples"] == 2 * len(samples)
+    assert spent["energy_kwh"] == pytest.approx(2 * 300 * used["elapsed_s"] / 3.6e6, abs=1e-6)
+    assert spent["device_hours"] == pytest.approx(2 * used["elapsed_s"] / 3600, abs=1e-6)
+    assert spent["tokens_per_kwh"] and spent["tokens_per_kwh"] > 0
 
     text = _cli(home, "report", job).stdout
     assert "usage (samples): elapsed " in text and "CPU efficiency " in text and "peak memory " in text

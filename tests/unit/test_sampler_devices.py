@@ -38,8 +38,10 @@ def test_npu_smi_910b3_one_device_per_npu_with_aicore_and_hbm():
     devices = sampler.parse_npu_smi_info(_recorded("npu-smi-info.910b3.txt"))
     # | 0                         | 0000:C1:00.0  | 10          0    / 0          57895/ 65536         |
     assert [d["index"] for d in devices] == list(range(8))  # the process table below adds none
+    # | 0     910B3               | OK            | 121.6       40                0    / 0             |
     assert devices[0] == pytest.approx({"index": 0, "utilization": 0.10, "memory_used_bytes": 57895 * MIB,
-                                        "memory_total_bytes": 65536 * MIB})
+                                        "memory_total_bytes": 65536 * MIB, "power_w": 121.6})
+    assert [d["power_w"] for d in devices] == [121.6, 116.4, 116.6, 123.2, 121.4, 126.1, 122.4, 119.9]
     # | 0                         | 0000:01:00.0  | 10          0    / 0          58114/ 65536         |  (NPU 4)
     assert (devices[4]["utilization"], devices[4]["memory_used_bytes"]) == (pytest.approx(0.10), 58114 * MIB)
     # | 0                         | 0000:02:00.0  | 9           0    / 0          57856/ 65536         |  (NPU 5)
@@ -56,7 +58,8 @@ def test_npu_smi_atlas_a3_one_device_per_chip_indexed_by_phy_id():
     # | 1     5                   | 0000:97:00.0  | 0           0    / 0          61795/ 65536         |
     assert [d["index"] for d in devices] == list(range(16))  # 8 NPUs x 2 chips; process rows add none
     assert devices[4] == {"index": 4, "utilization": 0.0, "memory_used_bytes": 62308 * MIB,
-                          "memory_total_bytes": 65536 * MIB}
+                          "memory_total_bytes": 65536 * MIB, "power_w": 164.6}
+    assert devices[5]["power_w"] is None  # the second chip's power reads `-`: one reading per NPU
     assert devices[5]["memory_used_bytes"] == 61795 * MIB and devices[15]["memory_used_bytes"] == 2885 * MIB
 
 
@@ -66,10 +69,27 @@ def test_mthreads_gmi_one_device_per_gpu_with_percent_and_mem():
     # 1    MTT S5000            |00000000:3a:00.0    |0%    64889MiB(81920MiB)
     # 2    MTT S5000            |00000000:4c:00.0    |0%    10MiB(81920MiB)
     assert devices == [{"index": i, "utilization": 0.0, "memory_used_bytes": used * MIB,
-                        "memory_total_bytes": 81920 * MIB} for i, used in enumerate((66641, 64889, 10))]
+                        "memory_total_bytes": 81920 * MIB, "power_w": None}  # the table shows no power
+                       for i, used in enumerate((66641, 64889, 10))]
     idle = sampler.parse_mthreads_gmi(_recorded("mthreads-gmi.s5000.txt"))  # ends with a Processes table
     assert [d["index"] for d in idle] == list(range(8))
     assert {(d["memory_used_bytes"], d["memory_total_bytes"]) for d in idle} == {(0, 81920 * MIB)}
+
+
+def test_nvidia_smi_power_draw_from_a_recorded_log():
+    # the recorded `--format=csv` log (GH200): its header names the columns, the values carry their units
+    # 2026/03/06 16:46:01, 0, NVIDIA GH200 120GB,  0 %, 3707 MiB, 97871 MiB, 136.90 W, 33
+    rows = sampler.parse_nvidia_query(_recorded("nvidia-smi-query.gh200-power.txt"))
+    assert [r["power_w"] for r in rows] == [84.33, 84.25, 99.02, 128.78, 136.90]  # the "..." line is none
+    assert rows[-1] == {"index": 0, "utilization": 0.0, "memory_used_bytes": 3707 * MIB,
+                        "memory_total_bytes": 97871 * MIB, "power_w": 136.90}
+    assert rows[2]["utilization"] == pytest.approx(0.02)
+    # what the sampler asks (noheader, nounits; power.draw last), as the stand-in and the GH200 would answer it
+    assert sampler.parse_nvidia_query("0, 2, 1035, 97871, 99.02\n1, 0, 2, 97871, [N/A]\n") == [
+        {"index": 0, "utilization": 0.02, "memory_used_bytes": 1035 * MIB, "memory_total_bytes": 97871 * MIB,
+         "power_w": 99.02},
+        {"index": 1, "utilization": 0.0, "memory_used_bytes": 2 * MIB, "memory_total_bytes": 97871 * MIB,
+         "power_w": None}]
 
 
 def test_values_a_tool_does_not_give_are_none_not_a_crash():
@@ -78,11 +98,11 @@ def test_values_a_tool_does_not_give_are_none_not_a_crash():
     npu = _recorded("npu-smi-info.910b3.txt").replace("| 10          0    / 0          57895/ 65536",
                                                       "| -           0    / 0          NA               ")
     assert sampler.parse_npu_smi_info(npu)[0] == {"index": 0, "utilization": None, "memory_used_bytes": None,
-                                                  "memory_total_bytes": None}
+                                                  "memory_total_bytes": None, "power_w": 121.6}
     assert sampler.parse_npu_smi_info(npu)[1]["memory_used_bytes"] == 57898 * MIB
     gmi = _recorded("mthreads-gmi.s5000-excerpt.txt").replace("|0%    66641MiB(81920MiB)", "|N/A   N/A")
     assert sampler.parse_mthreads_gmi(gmi)[0] == {"index": 0, "utilization": None, "memory_used_bytes": None,
-                                                  "memory_total_bytes": None}
+                                                  "memory_total_bytes": None, "power_w": None}
     for parse in (sampler.parse_npu_smi_info, sampler.parse_mthreads_gmi):
         assert parse("") == [] and parse("dcmi module initialize failed. ret is -8005\n") == []
 

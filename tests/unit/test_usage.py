@@ -60,10 +60,10 @@ def test_without_accounting_only_the_time_and_no_warning_while_running():
 def test_nvidia_smi_query_rows_with_and_without_values():
     from hpclaunch.runtime.node.sampler import parse_nvidia_query
 
-    # nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits
+    # nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits (older)
     rows = parse_nvidia_query("0, 87, 40531, 81559\n1, [N/A], [N/A], 81559\n\n")
     assert rows[0] == {"index": 0, "utilization": 0.87, "memory_used_bytes": 40531 * 2**20,
-                       "memory_total_bytes": 81559 * 2**20}
+                       "memory_total_bytes": 81559 * 2**20, "power_w": None}  # a sampler from before power.draw
     assert rows[1]["utilization"] is None and rows[1]["memory_used_bytes"] is None
     assert parse_nvidia_query("No devices were found\n") == []
 

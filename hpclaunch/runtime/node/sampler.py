@@ -3,7 +3,7 @@
 in RUN_DIR/usage/node-<N>.restart-<R>.jsonl:
 
     {"time", "node", "host", "cpus", "cpu_s", "rss_bytes", "peak_rss_bytes", "devices": [{"index", "utilization",
-     "memory_used_bytes", "memory_total_bytes"}] or null, "tool"}
+     "memory_used_bytes", "memory_total_bytes", "power_w"}] or null, "tool"}
 
 `cpu_s` is the CPU time (user + system, /proc/PID/stat) of the job's processes on the node so far (each
 process counted at the most it was seen with, so ranks that ended still count; the last sample, when the
@@ -13,9 +13,10 @@ PEAK_INTERVAL s between them, and at the end at least the largest rank's peak fr
 short job's peak is seen), `cpus` the CPUs the node's task may run on. Devices come from the
 first vendor tool on PATH (DEVICE_TOOLS), in this order:
 
-    nvidia-smi    --query-gpu=index,utilization.gpu,memory.used,memory.total (CSV)  GPU utilisation, memory
-    npu-smi       info (its table; one device per chip)                             AICore(%), HBM-Usage(MB)
-    mthreads-gmi  (its default table)                                               %GPU, Mem used(total)
+    nvidia-smi    --query-gpu=index,utilization.gpu,memory.used,memory.total,power.draw (CSV)  utilisation,
+                  memory, power draw (W)
+    npu-smi       info (its table; one device per chip)          AICore(%), HBM-Usage(MB), Power(W)
+    mthreads-gmi  (its default table)                            %GPU, Mem used(total); no power (power_w null)
 
 `utilization` is a fraction (0.87 = 87%), memory in bytes, and a value the tool does not give (N/A, -) is
 null. On a CPU node `devices` is null and `tool` too; when the tool exists but fails, `devices` is [].
@@ -41,25 +42,43 @@ from typing import Any
 DEFAULT_INTERVAL = 30.0
 PEAK_INTERVAL = 2.0  # seconds between readings of the processes' high-water marks
 INTERVAL_VAR = "HPCLAUNCH_SAMPLE_INTERVAL"
-NVIDIA_QUERY = ["--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
+NVIDIA_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total", "power.draw")
+NVIDIA_QUERY = [f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader,nounits"]
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
 
 
 def parse_nvidia_query(text: str) -> list[dict[str, Any]]:
-    """``nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits``
-    (``0, 87, 40531, 81559`` per GPU; MiB; ``[N/A]`` where the driver does not say) -> one dict per GPU."""
+    """``nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total,power.draw
+    --format=csv,noheader,nounits`` (``0, 87, 40531, 81559, 312.45`` per GPU; MiB, W; ``[N/A]`` where the driver
+    does not say; the first four columns alone from an older sampler) -> one dict per GPU. A header line
+    (``--format=csv``: ``index, utilization.gpu [%], ...``) names the columns instead, in any order and with
+    others among them, and the values may carry their units (``84.33 W``, ``0 %``, ``2 MiB``)."""
+    fields = list(NVIDIA_FIELDS)
     out = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 4 or not cells[0].isdigit():
+        names = [c.split(" [", 1)[0] for c in cells]
+        if "index" in names and "memory.used" in names:
+            fields = names
             continue
-        util, used, total = (float(c) if c.replace(".", "", 1).isdigit() else None for c in cells[1:])
-        out.append({"index": int(cells[0]), "utilization": None if util is None else util / 100,
+        if not 4 <= len(cells) <= len(fields):
+            continue
+        row = dict(zip(fields, cells, strict=False))
+        if not row.get("index", "").isdigit():
+            continue
+        util, used, total, power = (_first_number(row.get(k, "")) for k in NVIDIA_FIELDS[1:])
+        out.append({"index": int(row["index"]), "utilization": None if util is None else util / 100,
                     "memory_used_bytes": None if used is None else int(used * MIB),
-                    "memory_total_bytes": None if total is None else int(total * MIB)})
+                    "memory_total_bytes": None if total is None else int(total * MIB), "power_w": power})
     return out
+
+
+def _first_number(cell: str) -> float | None:
+    """``84.33 W`` / ``84.33`` -> 84.33; ``[N/A]``, ``[Not Supported]``, empty -> None."""
+    word = cell.split(" ", 1)[0] if cell else ""
+    return float(word) if _NUMBER.match(word) else None
 
 
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
@@ -86,7 +105,7 @@ def parse_npu_smi_info(text: str) -> list[dict[str, Any]]:
     pair whose total is not 0 (HBM-Usage: on 910B Memory-Usage reads 0 / 0), none when there is no such pair.
     The process table below is not read: its rows have a process id where the second row has a Bus-Id."""
     out = []
-    for npu, _name, cells in npu_smi_chips(text):
+    for npu, _name, first, cells in _npu_smi_rows(text):
         chip = cells[0].split()
         stats = cells[2].split(None, 1)
         pairs = [(int(u), int(t)) for u, t in _USED_TOTAL.findall(stats[1] if len(stats) > 1 else "") if int(t)]
@@ -94,15 +113,22 @@ def parse_npu_smi_info(text: str) -> list[dict[str, Any]]:
         out.append({"index": int(chip[1]) if len(chip) > 1 and chip[1].isdigit() else npu,
                     "utilization": _percent(stats[0]) if stats else None,
                     "memory_used_bytes": None if used is None else used * MIB,
-                    "memory_total_bytes": None if total is None else total * MIB})
+                    "memory_total_bytes": None if total is None else total * MIB,
+                    "power_w": _first_number(first[2].split(None, 1)[0]) if first[2].strip() else None})
     return out
 
 
 def npu_smi_chips(text: str) -> list[tuple[int, str, list[str]]]:
     """``npu-smi info``'s chips: (NPU id, name, the cells of the chip's second row), one per second row that
     follows a first row (provenance counts and names the devices from these too)."""
+    return [(npu, name, cells) for npu, name, _first, cells in _npu_smi_rows(text)]
+
+
+def _npu_smi_rows(text: str) -> list[tuple[int, str, list[str], list[str]]]:
+    """(NPU id, name, the cells of the chip's first row, of its second row) of each chip (on Atlas A3 the second
+    chip's first row reads ``-`` for its power)."""
     out = []
-    first: tuple[int, str] | None = None
+    first: tuple[int, str, list[str]] | None = None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 3 or not cells[0][:1].isdigit():
@@ -110,7 +136,7 @@ def npu_smi_chips(text: str) -> list[tuple[int, str, list[str]]]:
         if not _BUS_ID.match(cells[1]):
             head = cells[0].split()
             # a first row: NPU id and name, then the health (OK, Warning, ...); a process row has a process id there
-            first = (int(head[0]), head[1]) if len(head) > 1 and cells[1][:1].isalpha() else None
+            first = (int(head[0]), head[1], cells) if len(head) > 1 and cells[1][:1].isalpha() else None
             continue
         if first is not None:
             out.append((*first, cells))
@@ -133,7 +159,8 @@ def parse_mthreads_gmi(text: str) -> list[dict[str, Any]]:
         mem = _GMI_MEM.match(m.group(4))
         out.append({"index": int(m.group(1)), "utilization": _percent(m.group(3)),
                     "memory_used_bytes": int(float(mem.group(1)) * MIB) if mem else None,
-                    "memory_total_bytes": int(float(mem.group(2)) * MIB) if mem else None})
+                    "memory_total_bytes": int(float(mem.group(2)) * MIB) if mem else None,
+                    "power_w": None})  # the default table shows no power (see tests/fixtures/device-tools)
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from hpclaunch.schedulers.base import clock_seconds
 
-SACCT_FIELDS = "JobID,State,ElapsedRaw,TimelimitRaw,TotalCPU,AllocCPUS,MaxRSS,ReqMem,NNodes"
+SACCT_FIELDS = "JobID,State,ElapsedRaw,TimelimitRaw,TotalCPU,AllocCPUS,MaxRSS,ReqMem,NNodes,ConsumedEnergyRaw"
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$")
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -48,4 +48,7 @@ def from_sacct(text: str, job_id: str) -> dict[str, Any] | None:
             "elapsed_s": _int(alloc.get("ElapsedRaw")), "limit_s": limit_min * 60 if limit_min else None,
             "cpu_s": clock_seconds(alloc.get("TotalCPU")), "cpus": cpus, "nodes": nodes,
             "max_rss_bytes": max(rss) if rss else None,
-            "req_mem_per_node_bytes": req // nodes if req else None}
+            "req_mem_per_node_bytes": req // nodes if req else None,
+            # joules the nodes used, where the site gathers energy (AcctGatherEnergyType); 0 (or empty) where it
+            # does not: "not recorded"; None where sacct was not asked for it
+            "consumed_energy_j": (_int(alloc.get("ConsumedEnergyRaw")) or 0) if "ConsumedEnergyRaw" in alloc else None}

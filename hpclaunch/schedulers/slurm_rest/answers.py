@@ -60,7 +60,9 @@ def usage(answer: Mapping[str, Any], job_id: str) -> dict[str, Any] | None:
             "elapsed_s": _int(t.get("elapsed")), "limit_s": limit_min * 60 if limit_min else None,
             "cpu_s": sum(cpu) if cpu else _cpu_seconds(t.get("total")), "cpus": cpus, "nodes": nodes,
             "max_rss_bytes": max(rss) if rss else None,
-            "req_mem_per_node_bytes": req_mb * 1024**2 // nodes if req_mb else None}
+            "req_mem_per_node_bytes": req_mb * 1024**2 // nodes if req_mb else None,
+            # sacct's ConsumedEnergyRaw: the "energy" TRES (joules) where the site gathers it, else None
+            "consumed_energy_j": _tres(tres.get("allocated"), "energy")}
 
 
 def job_in(answer: Mapping[str, Any], run_dir: Path) -> str | None:
