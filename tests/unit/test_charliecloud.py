@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,9 @@ def node(hpc_home, tmp_path):
     out.mkdir()
     (stubs / "ch-run").write_text(CH_RUN)
     (stubs / "ch-run").chmod(0o755)
-    (stubs / "python").write_text("#!/bin/sh\necho \"python $*\" > \"$STUB_OUT/ran\"\n")
+    # the node stager runs on the host's python (the real one); what runs inside the container is recorded
+    (stubs / "python").write_text(f"#!/bin/sh\ncase \"$*\" in \"-m hpclaunch.runtime.node.nodestage \"*) "
+                                  f"exec {sys.executable} \"$@\";; esac\necho \"python $*\" > \"$STUB_OUT/ran\"\n")
     (stubs / "python").chmod(0o755)
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "HOME": str(tmp_path / "home"),
            "HPCLAUNCH_NODE_RANK": "0", "HPCLAUNCH_RESTART": "0", "HPCLAUNCH_JOB_ID": "7"}
@@ -102,7 +105,7 @@ def test_the_image_is_unpacked_once_per_node_and_ch_run_gets_the_mounts(node):
     launch, run_dir, image, stage, out = node
     first = launch()
     assert first.returncode == 0, first.stderr
-    (unpacked,) = stage.iterdir()
+    (unpacked,) = stage.glob("[!.]*")
     assert unpacked.name.startswith("train-") and "unpacked on" in first.stderr
     assert (unpacked / "ch" / "environment").is_file()
     argv = (out / "ch-run.argv").read_text().splitlines()
@@ -117,7 +120,7 @@ def test_the_image_is_unpacked_once_per_node_and_ch_run_gets_the_mounts(node):
 
     second = launch()
     assert second.returncode == 0, second.stderr
-    assert "already on" in second.stderr and list(stage.iterdir()) == [unpacked]
+    assert "already on" in second.stderr and list(stage.glob("[!.]*")) == [unpacked]
 
 
 def test_a_corrupt_image_ends_the_launch_naming_node_and_image_and_leaves_nothing(node):
@@ -126,7 +129,7 @@ def test_a_corrupt_image_ends_the_launch_naming_node_and_image_and_leaves_nothin
     result = launch()
     assert result.returncode == 1
     assert f"cannot unpack the image {image}" in result.stderr and os.uname().nodename in result.stderr
-    assert list(stage.iterdir()) == [] and not (out / "ch-run.argv").exists()
+    assert list(stage.glob("[!.]*")) == [] and not (out / "ch-run.argv").exists()
 
 
 def test_a_rebuilt_image_gets_a_new_folder(node):
@@ -134,7 +137,7 @@ def test_a_rebuilt_image_gets_a_new_folder(node):
     assert launch().returncode == 0
     os.utime(image, (1, 1))
     assert launch().returncode == 0
-    assert len(list(stage.iterdir())) == 2
+    assert len(list(stage.glob("[!.]*"))) == 2
 
 
 def test_a_node_without_ch_run_says_so_and_what_to_install(node, tmp_path):

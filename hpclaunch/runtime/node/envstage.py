@@ -32,14 +32,12 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from hpclaunch.runtime.node import elfpaths
-from hpclaunch.runtime.node.nodestage import StageError, node_name, stage
+from hpclaunch.runtime.node.nodestage import StageError, node_name, run_tool, stage, unsquash
 
 _TEXT_LIMIT = 1 << 20
 
@@ -75,7 +73,7 @@ def pack(prefix: Path, cache: Path) -> dict:
     image, tmp = cache / f"{key}.sqfs", cache / f".{key}.sqfs.tmp-{os.getpid()}"
     t0 = time.monotonic()
     try:
-        _run(["mksquashfs", str(prefix), str(tmp), "-noappend", "-comp", "lz4", "-no-progress", "-quiet"])
+        run_tool(["mksquashfs", str(prefix), str(tmp), "-noappend", "-comp", "lz4", "-no-progress", "-quiet"])
         os.replace(tmp, image)
     finally:
         tmp.unlink(missing_ok=True)
@@ -87,22 +85,12 @@ def pack(prefix: Path, cache: Path) -> dict:
     return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3))
 
 
-def _run(cmd: list[str]) -> None:
-    if shutil.which(cmd[0]) is None:
-        raise StageError(f"node {node_name()}: {cmd[0]} is not installed (Debian/Ubuntu: squashfs-tools); "
-                         f"python.stage node-local needs it")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise StageError(f"node {node_name()}: {' '.join(cmd[:2])} ... failed ({proc.returncode}): "
-                         f"{proc.stderr.strip()[-500:]}")
-
-
 def unpack(record: dict, dest: Path) -> str:
     """The packed environment `record` at `dest` on this node (nodestage.stage: warm, copied or recopied)."""
     image, old = Path(record["image"]), record["prefix"]
 
     def fill(tmp: Path) -> None:
-        _run(["unsquashfs", "-f", "-q", "-no-progress", "-d", str(tmp), str(image)])
+        unsquash(image)(tmp)
         relocate(tmp, old, str(dest))
 
     return stage(dest, record["key"], fill, need_bytes=int(record.get("unpacked_bytes", 0)))

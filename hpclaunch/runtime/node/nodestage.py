@@ -14,7 +14,10 @@ lock file); others wait and then find it warm. Used for the packed Python enviro
 assets (runtime/train/assets.py) and for container images. Standard library only; also runnable by one task
 per node:
 
-    python -m hpclaunch.runtime.node.nodestage tree|file SRC DEST KEY   -> one JSON line: node, dest, result, s
+    python -m hpclaunch.runtime.node.nodestage tree|file|squashfs SRC DEST KEY   -> one JSON line: node, dest,
+                                                                                   result, seconds
+
+(``squashfs``: SRC is a SquashFS file, unpacked into DEST: the container images of docs/containers.md.)
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -137,19 +141,37 @@ def copy_file(src: Path) -> Callable[[Path], None]:
     return fill
 
 
+def run_tool(cmd: list[str]) -> None:
+    """Run an unpacking tool; a StageError naming the node, the tool and its stderr when it is missing or fails."""
+    if shutil.which(cmd[0]) is None:
+        raise StageError(f"node {node_name()}: {cmd[0]} is not installed (Debian/Ubuntu: squashfs-tools)")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise StageError(f"node {node_name()}: {' '.join(cmd[:2])} ... failed ({proc.returncode}): "
+                         f"{proc.stderr.strip()[-500:]}")
+
+
+def unsquash(image: Path) -> Callable[[Path], None]:
+    """A `fill` that unpacks the SquashFS file `image` into the folder."""
+    def fill(tmp: Path) -> None:
+        run_tool(["unsquashfs", "-f", "-q", "-no-progress", "-d", str(tmp), str(image)])
+    return fill
+
+
 def tree_bytes(src: Path) -> int:
     return sum(_files(src).values()) if src.is_dir() else src.stat().st_size
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hpclaunch.runtime.node.nodestage", description=__doc__.split("\n")[0])
-    p.add_argument("kind", choices=("tree", "file"))
+    p.add_argument("kind", choices=("tree", "file", "squashfs"))
     p.add_argument("src", type=Path)
     p.add_argument("dest", type=Path)
     p.add_argument("key")
     args = p.parse_args(argv)
     t0 = time.monotonic()
-    fill = copy_tree(args.src) if args.kind == "tree" else copy_file(args.src)
+    fills = {"tree": copy_tree, "file": copy_file, "squashfs": unsquash}
+    fill = fills[args.kind](args.src)
     try:
         result = stage(args.dest, args.key, fill, need_bytes=tree_bytes(args.src))
     except (StageError, OSError) as e:
