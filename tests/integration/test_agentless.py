@@ -1,6 +1,7 @@
 """On the dev Slurm cluster: `launch.agent: none` (the node supervisor starts the ranks, no torchrun agent) trains
 the tiny GPT-2 on 2 nodes to the same losses as torchrun's agent does, and `hpclaunch cancel` stops it as it
-stops torchrun's ranks: each rank gets the signal, saves a checkpoint and stops, and nothing is left running."""
+stops torchrun's ranks: each rank gets the signal, saves a checkpoint and stops, and nothing is left running; a rank
+that fails ends the job, as under torchrun's --max-restarts=0."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ TINY = ("--preset", "tiny", "--nodes", "2", "--gpus-per-node", "1", "--set", "tr
 NONE = ("--set", "launch.agent=none")
 
 
-def _cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def _cli(home: Path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "HPCLAUNCH_HOME": str(home)})
+                          timeout=timeout, env={**os.environ, "HPCLAUNCH_HOME": str(home), **env})
 
 
 def _submit(home: Path, *args: str, follow: bool = True) -> tuple[str, RunFiles]:
@@ -95,3 +96,23 @@ def test_cancel_without_the_agent_saves_and_stops_every_rank(tmp_path):
 def _left(run: RunFiles) -> str:
     """The processes still running from the run directory (none once the job ended cleanly)."""
     return subprocess.run(["pgrep", "-af", str(run.root)], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_failing_rank_without_the_agent_ends_the_job(tmp_path):
+    """Rank 1 (node 2) raises after step 3 (fault injection): its node's launch ends with the rank's code, the
+    step ends the other node, and the job fails (a crash is a bug: no relaunch) with rank 1's traceback kept."""
+    home = tmp_path / "home"
+    proc = _cli(home, "submit", str(REPO / "recipes" / "gpt2"), "--profile", "dev-slurm", *TINY, *NONE,
+                "--set", "train.max_steps=2000", "--follow", timeout=900, HPCLAUNCH_INJECT="crash:1:3")
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
+    assert job, proc.stdout[-2000:]
+    assert _state(home, job.group(1)) == "FAILED"
+    assert re.search(r"node2: task 1: Exited with exit code 1\b", proc.stdout), proc.stdout[-3000:]
+    status = json.loads(_cli(home, "status", job.group(1), "--json").stdout)
+    run = RunFiles(Path(status["run_dir"]))
+    assert "InjectedCrashError" in run.rank_log(1, 0).read_text()
+    assert json.loads(run.rank_exit(1, 0).read_text())["code"] == 1
+    assert max(r["step"] for r in _train_records(run)) < 2000
