@@ -1,11 +1,13 @@
 """A rank's start-up on the dev Slurm cluster: CPU seconds per rank and the timeline to the first step (issue 24).
 
 Submits the tiny GPT-2 (`recipes/gpt2 --preset tiny`, 2 steps) at 1 node x 1 rank and at 4 nodes x 1 rank, N times
-each, alternating, and reads for each job:
+each, alternating (with `--agents torchrun,none`: with each `launch.agent` in turn), and reads for each job:
 
 - each rank's "startup" metrics record (hpclaunch/runtime/train/startup.py): user + system CPU seconds of the rank's
   process from its start to its first finished step, and the heavy packages it had imported;
-- the start-up timeline (RUN_DIR/timeline.jsonl): started -> first_step, and the spans between.
+- the start-up timeline (RUN_DIR/timeline.jsonl): started -> first_step, and the spans between;
+- the CPU seconds of everything the job ran on each node (the node supervisor's last usage sample: launcher agent,
+  rank wrappers and ranks, to the job's end), the median over the nodes.
 
 `--importtime` also runs one 1-node job with PYTHONPROFILEIMPORTTIME=1 in the ranks' environment (what
 `python -X importtime` does) and prints the rank's top-level imports by cumulative time and their total.
@@ -68,8 +70,14 @@ def timeline(run_dir: Path) -> dict[str, float]:
     return stamps
 
 
-def one_job(tree: Path, home: Path, nodes: int) -> dict:
-    run_dir = submit(tree, home, nodes)
+def node_cpu(run_dir: Path) -> float:
+    """The median over the nodes of the job's CPU seconds on the node (the supervisor's last sample)."""
+    last = [json.loads(p.read_text().splitlines()[-1])["cpu_s"] for p in sorted((run_dir / "usage").glob("node-*"))]
+    return statistics.median(last) if last else 0.0
+
+
+def one_job(tree: Path, home: Path, nodes: int, agent: str = "torchrun") -> dict:
+    run_dir = submit(tree, home, nodes, *(["--set", f"launch.agent={agent}"] if agent != "torchrun" else []))
     recs, t = startup_records(run_dir), timeline(run_dir)
     if len(recs) != nodes:
         raise SystemExit(f"{run_dir}: {len(recs)} startup records for {nodes} ranks (an uninstrumented tree?)")
@@ -77,7 +85,8 @@ def one_job(tree: Path, home: Path, nodes: int) -> dict:
     stamped = [p for p in PHASES[1:-1] if p in t]  # from started to first_step
     for a, b in zip(stamped, stamped[1:], strict=False):
         spans[b] = round(t[b] - t[a], 2)
-    return {"run_dir": str(run_dir), "nodes": nodes, "startup_s": round(t["first_step"] - t["started"], 2),
+    return {"run_dir": str(run_dir), "nodes": nodes, "agent": agent, "node_cpu_s": node_cpu(run_dir),
+            "startup_s": round(t["first_step"] - t["started"], 2),
             "cpu_s": statistics.median(r["cpu_s"] for r in recs), "cpu_max_s": max(r["cpu_s"] for r in recs),
             "packages": recs[0]["packages"], "spans": spans}
 
@@ -109,6 +118,7 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=REPO, help="the hpclaunch checkout to run (default: this one)")
     parser.add_argument("--importtime", action="store_true", help="also one job with PYTHONPROFILEIMPORTTIME=1")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--agents", default="torchrun", help="comma-separated launch.agent values (torchrun,none)")
     parser.add_argument("--no-health", action="store_true", help="without the health check before the launch")
     parser.add_argument("--home", type=Path, help="HPCLAUNCH_HOME to keep the runs in (default: a temporary one)")
     args = parser.parse_args()
@@ -119,20 +129,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home.resolve() if args.home else Path(tmp)
         submit(tree, home, 1)  # warm-up: generated tokenizer, model and data cached in the store
-        rows: dict[int, list[dict]] = {n: [] for n in nodes}
+        rows: dict[tuple[str, int], list[dict]] = {(a, n): [] for a in args.agents.split(",") for n in nodes}
         for _ in range(args.runs):
-            for n in nodes:
-                row = one_job(tree, home, n)
-                rows[n].append(row)
+            for agent, n in rows:
+                row = one_job(tree, home, n, agent)
+                rows[agent, n].append(row)
                 print(json.dumps(row), flush=True)
         print(f"\n{tree}: median of {args.runs}, load average {os.getloadavg()[0]:.1f} at the end")
-        print("| nodes x 1 rank | CPU s per rank | started -> first step s | spans (median s) |\n|---|---|---|---|")
-        for n, rs in rows.items():
-            if not rs:
-                continue
+        print("| launch.agent | nodes x 1 rank | CPU s per rank | CPU s per node (job) | started -> first step s "
+              "| spans (median s) |\n|---|---|---|---|---|---|")
+        for (agent, n), rs in rows.items():
             spans = {k: statistics.median(r["spans"].get(k, 0.0) for r in rs) for k in rs[0]["spans"]}
             text = ", ".join(f"{k} {v:.2f}" for k, v in spans.items())
-            print(f"| {n} | {statistics.median(r['cpu_s'] for r in rs):.2f} | "
+            print(f"| {agent} | {n} | {statistics.median(r['cpu_s'] for r in rs):.2f} | "
+                  f"{statistics.median(r['node_cpu_s'] for r in rs):.2f} | "
                   f"{statistics.median(r['startup_s'] for r in rs):.2f} | {text} |")
         if args.importtime:
             importtime(tree, home, args.top)

@@ -234,6 +234,15 @@ class CheckpointSpec(StrictModel, frozen=True, kw_only=True):
     ] = None
 
 
+class LaunchSpec(StrictModel, frozen=True, kw_only=True):
+    """How each node starts its ranks (launcher torchrun)."""
+
+    agent: Annotated[Literal["torchrun", "none"], Meta(
+        description="torchrun: torchrun's agent per node starts the ranks; none: the node supervisor starts them "
+                    "itself (no agent importing torch; a fixed world, the same environment) (--set launch.agent=none)"
+    )] = "torchrun"
+
+
 class Recipe(StrictModel, frozen=True, kw_only=True):
     name: Annotated[str, Meta(description="the recipe's name (default: its folder's name; the job name unless --name)")]
     description: Annotated[str, Meta(description="one line for `hpclaunch recipes list`")] = ""
@@ -255,6 +264,9 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
         ParallelSpec | None, Meta(description="MindSpore's parallel (msrun); tensor x data (torchrun)")
     ] = None
     msrun: Annotated[MsrunSpec | None, Meta(description="msrun settings (launcher: msrun)")] = None
+    launch: Annotated[LaunchSpec, Meta(description="how each node starts its ranks (launcher torchrun)")] = (
+        LaunchSpec()
+    )
     watchdog: Annotated[WatchdogSpec, Meta(description="the hang watchdog, over the profile's settings")] = (
         WatchdogSpec()
     )

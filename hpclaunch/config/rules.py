@@ -189,6 +189,9 @@ def dataset_source(d: Any) -> None:
 
 
 def launcher_sections(r: Any) -> None:
+    if r.launch.agent == "none" and r.launcher != "torchrun":
+        raise ValueError(f"launch.agent: none needs launcher: torchrun (launcher is {r.launcher}); "
+                         "set launch.agent=torchrun")
     if r.deepspeed is not None and r.launcher != "deepspeed":
         raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {r.launcher})")
     if r.msrun is not None and r.launcher != "msrun":

@@ -43,18 +43,20 @@ def device_visibility(spec: JobSpec) -> list[str]:
     return [f"export {var}={quote(ShellExpr('${CUDA_VISIBLE_DEVICES:-' + every + '}'))}"]
 
 
-def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word]) -> list[str]:
+def launch_lines(spec: JobSpec, run_dir: Path, command: list[Word], *, per_rank: bool = False) -> list[str]:
     """The shell text of a node's task: device visibility, the container's variables, then `command` under the
     node supervisor, inside the profile's container where it has one (hpclaunch/launchers/containers.py). An own
     script (`submit SCRIPT.py`) runs in the copy of its folder, as `python SCRIPT.py` would in the folder itself:
-    `open("override_config.json")` finds the file beside it."""
-    wrapped = containers.wrap(spec, run_dir, supervised(spec, command), launch=True)
+    `open("override_config.json")` finds the file beside it. `per_rank`: `command` is one rank's, which the
+    supervisor starts once per local rank (no launcher agent)."""
+    wrapped = containers.wrap(spec, run_dir, supervised(spec, command, per_rank=per_rank), launch=True)
     here = [f"cd {quote(spec.recipe_dir)} || exit 1"] if spec.recipe.adhoc else []
     return [*device_visibility(spec), *containers.node_env(spec), *here, "exec " + join(wrapped)]
 
 
-def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:
-    """`command` run by the node supervisor, hpclaunch/runtime/node/supervise.py, with the resolved watchdog."""
+def supervised(spec: JobSpec, command: list[Word], *, per_rank: bool = False) -> list[Word]:
+    """`command` run by the node supervisor, hpclaunch/runtime/node/supervise.py, with the resolved watchdog;
+    `per_rank`: once per local rank, with each rank's environment (hpclaunch/runtime/node/ranks.py)."""
     w = spec.watchdog
     words: list[Word] = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.supervise"]
     if w.enabled:
@@ -62,6 +64,7 @@ def supervised(spec: JobSpec, command: list[Word]) -> list[Word]:
         words += ["--adaptive"] if w.adaptive else []
     else:
         words += ["--no-watchdog"]
+    words += [f"--ranks={spec.nodes}:{spec.gpus_per_node}"] if per_rank else []
     return [*words, "--", *command]
 
 

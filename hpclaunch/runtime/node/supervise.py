@@ -2,7 +2,8 @@
 
 Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor. It
 
-- starts CMD with a tag in its environment (``HPCLAUNCH_SUPERVISOR_TAG``), inherited by every process
+- starts CMD (with ``--ranks NNODES:NPROC``: once per local rank, ``hpclaunch.runtime.node.ranks``) with a tag
+  in its environment (``HPCLAUNCH_SUPERVISOR_TAG``), inherited by every process
   CMD starts, even those that start their own session (msrun's workers) or are orphaned;
 - passes TERM, INT, HUP, USR1 and USR2 on to CMD; after TERM or INT it gives CMD ``--grace`` seconds,
   then kills every tagged process;
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.runtime.node.progress import WAITING_PHASES, read_all
+from hpclaunch.runtime.node.ranks import RankGroup, group_size
 from hpclaunch.runtime.node.sampler import Sampler, interval_from_env
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
@@ -181,10 +183,12 @@ def _write_record(path: Path, data: dict[str, object]) -> None:
 
 def _supervise(argv: list[str], run: RunFiles, restart: int, record: dict[str, object], *, timeout: float,
                init_timeout: float, adaptive: bool, min_timeout: float, grace: float, poll: float,
-               watchdog: bool = True) -> int:
+               watchdog: bool = True, ranks: tuple[int, int] | None = None) -> int:
     node = str(record["node"])
     tag = f"{os.environ.get('HPCLAUNCH_JOB_ID', 'manual')}.{node}.{os.getpid()}"
-    child = subprocess.Popen(argv, env={**os.environ, TAG_VAR: tag})
+    env = {**os.environ, TAG_VAR: tag}
+    # --ranks: CMD is one rank's command, started here once per local rank (launch.agent: none)
+    child = RankGroup(argv, env, nnodes=ranks[0], nproc=ranks[1]) if ranks else subprocess.Popen(argv, env=env)
     stop_at: list[float] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -258,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-timeout", type=float, default=60.0, help="the adaptive timeout's floor")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between the stop signal and the kill")
     p.add_argument("--poll", type=float, default=0.0, help="seconds between checks (default: from the timeout)")
+    p.add_argument("--ranks", type=group_size, metavar="NNODES:NPROC",
+                   help="start CMD once per local rank, as torchrun would (no agent): NNODES nodes x NPROC ranks")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -265,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("no command to supervise (put it after --)")
     poll = args.poll or max(1.0, min(5.0, args.timeout / 12))
     return supervise(command, timeout=args.timeout, init_timeout=args.init_timeout, adaptive=args.adaptive,
-                     min_timeout=args.min_timeout, grace=args.grace, poll=poll, watchdog=not args.no_watchdog)
+                     min_timeout=args.min_timeout, grace=args.grace, poll=poll, watchdog=not args.no_watchdog,
+                     ranks=args.ranks)
 
 
 if __name__ == "__main__":
