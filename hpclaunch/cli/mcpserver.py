@@ -27,5 +27,8 @@ def build() -> MCPServer:
 def serve() -> None:
     """Serve on stdin/stdout until the client closes them. Each call's output is caught per thread (install)
     before the transport takes file descriptors 0 and 1."""
+    from hpclaunch.cli.main import cli
+
+    cli.load_all()  # every command registered before calls run side by side (their threads never load one)
     install()
     build().run("stdio")
