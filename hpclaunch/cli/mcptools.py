@@ -33,10 +33,11 @@ def result(outcome: Outcome, lines: bool = False, note: str | None = None) -> Ca
         extra = [TextContent(type="text", text=outcome.stdout.strip())] if outcome.stdout.strip() else []
         return CallToolResult(content=[TextContent(type="text", text=text), *extra], is_error=True,
                               structured_content={"exit_code": outcome.code, "error": text})
-    objects = [json.loads(line) for line in outcome.stdout.splitlines() if line.strip()]
-    data: Any = objects if lines else (objects[0] if objects else None)
+    printed = [line for line in outcome.stdout.splitlines() if line.strip()]
+    data: Any = [json.loads(line) for line in printed] if lines else json.loads(printed[0]) if printed else None
+    text = "[" + ", ".join(printed) + "]" if lines else printed[0] if printed else "null"  # the CLI's own text
     notes = "\n".join(n for n in (said, note) if n)
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data)),
+    return CallToolResult(content=[TextContent(type="text", text=text),
                                    *([TextContent(type="text", text=notes)] if notes else [])],
                           structured_content=data if isinstance(data, dict) else None)
 
@@ -58,5 +59,5 @@ def options(**values: Any) -> list[str]:
 def cli(*words: str, positional: list[str] | tuple[str, ...] = (), **values: Any) -> Outcome:
     """`hpclaunch WORDS --json OPTIONS -- POSITIONAL` in this process: after `--`, a job id or recipe that starts
     with '-' is never read as an option."""
-    return run([*words, "--json", *options(**values), "--", *positional])
+    return run([*words, *options(json=True, **values), "--", *positional])
 

@@ -60,7 +60,7 @@ def submit_confirmed(client: Client, **args) -> dict:
 def test_a_local_job_submitted_followed_and_read(hpclaunch):
     with mcp_client() as client:
         job = submit_confirmed(client, recipe=str(REPO / "recipes" / "gpt2"), profile="local", preset="tiny",
-                               sets=["train.max_steps=4", "train.log_every=1"])["job_id"]
+                               layout="1n2g", sets=["train.max_steps=4", "train.log_every=1"])["job_id"]
         status = follow(client, job)
         assert status["state"] == "COMPLETED", status
         assert status["timeline"] and status["goodput"] and status["last_metrics"]["step"] >= 4
