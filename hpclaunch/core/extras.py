@@ -12,6 +12,7 @@ from hpclaunch.errors import HpclaunchError
 EXTRAS = {
     "matplotlib": ("report", "report and compare draw their plots with matplotlib"),
     "wandb": ("wandb", "sync uploads W&B's offline runs with W&B's own uploader (wandb sync)"),
+    "mcp": ("mcp", "hpclaunch mcp serves the Model Context Protocol with the official mcp SDK"),
     "submitit": ("slurm-staging", "stage-assets --slurm-partition runs the staging as a Slurm job through submitit"),
 }
 

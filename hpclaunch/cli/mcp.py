@@ -1,0 +1,28 @@
+"""hpclaunch mcp: the Model Context Protocol server for coding agents (hpclaunch/cli/mcpserver.py), over stdio."""
+
+from __future__ import annotations
+
+import click
+
+from hpclaunch.cli.options import examples
+
+
+@click.command("mcp", epilog=examples("hpclaunch mcp  # started by an agent host: docs/agents.md"))
+def mcp_cmd() -> None:
+    """Serve the Model Context Protocol on stdin/stdout, for coding agents (Claude Code, VS Code, Cursor).
+
+    Tools to list and show profiles and recipes, plan, submit (a dry run unless confirmed), jobs, status, logs,
+    diagnose, report, compare and cancel, each answering with the JSON of the command's --json.
+
+    Runs until the client closes stdin; logs on stderr. Needs the `mcp` extra (pip install 'hpclaunch[mcp]').
+    """
+    from hpclaunch.core.extras import need
+
+    need("mcp.server.mcpserver")
+    from hpclaunch.cli.mcpserver import serve
+
+    serve()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(mcp_cmd)
