@@ -39,16 +39,17 @@ EOF
 log "installed"
 
 cd "$ROOT"
-PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -x -p no:cacheprovider "${@:-tests/unit}"
+# as if activated: the jobs the tests (and the main job below) start run `python` from PATH
+export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" PYTHONPATH="$ROOT"
+"$VENV/bin/python" -m pytest -q -x -p no:cacheprovider "${@:-tests/unit}"
 log "unit tests passed"
 [ "${HPCLAUNCH_FLOORS_NO_JOB:-0}" = 1 ] && exit 0
 
-# The README's main job, with the floors' hpclaunch and the floors' python on PATH (the job runs `python`).
+# The README's main job, with the floors' hpclaunch and python (PATH above).
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-export HPCLAUNCH_HOME="$scratch/home" HPCLAUNCH_ASSET_STORE="$scratch/assets" PATH="$VENV/bin:$PATH"
-export PYTHONPATH="$ROOT"
-unset HPCLAUNCH_PATH VIRTUAL_ENV
+export HPCLAUNCH_HOME="$scratch/home" HPCLAUNCH_ASSET_STORE="$scratch/assets"
+unset HPCLAUNCH_PATH
 hpclaunch submit recipes/gpt2 --profile local --preset tiny --follow
 hpclaunch status "$(hpclaunch jobs --json | python -c 'import json, sys; print(json.load(sys.stdin)[0]["job_id"])')"
 hpclaunch jobs --json | python -c '
