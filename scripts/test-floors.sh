@@ -29,7 +29,7 @@ log() { echo "[test-floors $(( $(date +%s) - T0 ))s] $*"; }
 [ -x "$VENV/bin/python" ] || "$BASE_PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv
 uv_install() { VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "$@"; }
-uv_install --resolution lowest-direct -e "$ROOT[recipes]"
+uv_install --resolution lowest-direct --upgrade -e "$ROOT[recipes]"  # --upgrade: a newer version left here goes
 uv_install pytest hypothesis jsonschema
 "$VENV/bin/python" - <<'EOF'
 import importlib.metadata as m
