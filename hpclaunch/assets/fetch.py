@@ -169,13 +169,18 @@ def _load_records(staging: Path) -> dict[str, dict]:
     return out
 
 
+# An endpoint that did not answer, by exception type (and its bases): httpx's (huggingface_hub >= 1.0) and
+# requests' (before) connection errors, the standard library's, huggingface_hub's offline errors.
+_UNREACHABLE = {"ConnectError", "ConnectTimeout", "ConnectionError", "OfflineModeIsEnabled", "LocalEntryNotFoundError"}
+
+
 def _classify(exc: BaseException | None) -> str:
-    name = type(exc).__name__
-    if name in ("RepositoryNotFoundError", "GatedRepoError"):
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"RepositoryNotFoundError", "GatedRepoError"}:
         return "not_found"
-    if name == "RevisionNotFoundError":
+    if "RevisionNotFoundError" in names:
         return "revision"
-    if name in ("ConnectError", "ConnectTimeout", "OfflineModeIsEnabled", "LocalEntryNotFoundError"):
+    if names & _UNREACHABLE:
         return "unreachable"
     return "server"
 

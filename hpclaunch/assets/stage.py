@@ -110,6 +110,7 @@ def stage_one(
         if old is not None:
             _seed(final, old, staging)
         errors: list[str] = []
+        codes: list[str] = []
         dead = dead if dead is not None else set()
         outcome: dict = {"error": ("unreachable", "every endpoint was unreachable earlier in this run")}
         for endpoint in [e for e in endpoints if e not in dead] or list(endpoints):
@@ -118,11 +119,12 @@ def stage_one(
                 return _staged(request, staging, final, endpoint, outcome, t0)
             code, message = outcome["error"]
             errors.append(f"{endpoint}: {message}")
+            codes.append(code)
             if code == "unreachable":
                 dead.add(endpoint)
             if on_event is not None:
                 on_event(request, {"event": "endpoint_failed", "endpoint": endpoint, "message": message})
-    raise _failure(request, errors, outcome["error"][0], endpoints)
+    raise _failure(request, errors, codes or [outcome["error"][0]], endpoints)
 
 
 def _present(request: AssetRequest, final: Path, old: Manifest, t0: float) -> StageResult:
@@ -182,8 +184,10 @@ def _staged(
 
 
 def _failure(
-    request: AssetRequest, errors: list[str], last_code: str, endpoints: Sequence[str]
+    request: AssetRequest, errors: list[str], codes: list[str], endpoints: Sequence[str]
 ) -> AssetError:
+    """The error for an asset no endpoint gave: `errors` and `codes` (fetch.py's classes, by exception type, never
+    by wording) one per endpoint tried."""
     what = f"{request.kind} {request.repo_id!r} (revision {request.revision})"
     detail = "\n  ".join(errors)
     if all("RepositoryNotFound" in e or "GatedRepo" in e for e in errors):
@@ -193,12 +197,12 @@ def _failure(
         )
     if all("RevisionNotFound" in e for e in errors):
         return AssetError(f"{what}: revision {request.revision!r} not found on {', '.join(endpoints)}")
-    if last_code == "unreachable" and all("Connect" in e or "Timeout" in e for e in errors):
+    if all(code == "unreachable" for code in codes):
         return Unreachable(
             f"no endpoint reachable for {what}:\n  {detail}",
             hint="check the network, --endpoint, or the profile's assets.mirror / assets.endpoints",
         )
-    if last_code == "files":
+    if codes[-1] == "files":
         return AssetError(
             f"{what} does not hold what was asked for:\n  {detail}",
             hint="check the dataset config name (REPO:CONFIG) or the model repo",

