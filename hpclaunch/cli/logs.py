@@ -80,8 +80,8 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     run_dir = Path(record.run_dir)
     if record.remote:
         if diagnose:
-            raise ConfigError(f"--diagnose reads the logs of job {job} where they are: it was submitted over SSH "
-                              "(docs/remote.md)", hint=f"run `hpclaunch logs {job} --diagnose` on the login node")
+            _diagnose(record, run_dir, as_json)
+            return
         _remote_logs(record, rank, restart, tail, _pattern(grep), _printer(as_json), as_json, follow)
         return
     if diagnose:
@@ -97,9 +97,15 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
 
 def _diagnose(record: registry.JobRecord, run_dir: Path, as_json: bool) -> None:
     """--diagnose: the first failing rank and what to do, instead of the lines."""
-    from hpclaunch.logs.diagnose import diagnose as run_diagnose
+    if record.remote:  # submitted over SSH: the ends of its logs read from the login node
+        from hpclaunch.core.remote import SshHost, Target
+        from hpclaunch.logs.remotediagnose import diagnose_remote
 
-    d = run_diagnose(run_dir, record.job_id, _status(record))
+        d = diagnose_remote(SshHost(Target.from_dict(record.remote)), run_dir, record.job_id, _status(record))
+    else:
+        from hpclaunch.logs.diagnose import diagnose as run_diagnose
+
+        d = run_diagnose(run_dir, record.job_id, _status(record))
     if as_json:
         echo_json(d.to_dict())
     else:

@@ -204,8 +204,12 @@ class SshHost:
     def get_dir(self, remote: Path, local: Path, *, exclude: Sequence[str] = (), timeout: float = 120.0) -> None:
         """Copy the remote folder `remote` into `local` (made if needed) as a tar stream, without `exclude`
         (top-level names such as logs, checkpoints: status and report read only the small files)."""
-        local.mkdir(parents=True, exist_ok=True)
         argv = ["tar", "-c", "-C", str(remote), *(f"--exclude=./{e}" for e in exclude), "-f", "-", "."]
+        self.get_tar(argv, local, f"{self.target.label}:{remote}", timeout=timeout)
+
+    def get_tar(self, argv: Sequence[str], local: Path, what: str, *, timeout: float = 120.0) -> None:
+        """Run `argv` on the login node, which writes a tar stream, and unpack the stream into `local`."""
+        local.mkdir(parents=True, exist_ok=True)
         ssh = subprocess.Popen([*self.ssh_argv(), shlex.join(argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             untar = subprocess.run(["tar", "-x", "-C", str(local), "-f", "-"], stdin=ssh.stdout,
@@ -218,7 +222,7 @@ class SshHost:
         if ssh.returncode == 255:
             raise self.login_error(err)
         if ssh.returncode != 0 or untar.returncode != 0:
-            raise CommandError(f"reading {self.target.label}:{remote} failed: {err.strip() or untar.stderr.strip()}")
+            raise CommandError(f"reading {what} failed: {err.strip() or untar.stderr.strip()}")
 
     def close(self) -> None:
         """Close the shared connection now (it closes by itself after IDLE_S seconds)."""

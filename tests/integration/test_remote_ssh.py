@@ -5,8 +5,8 @@ The "laptop" is hpclaunch run with a PATH without Slurm's commands and in a moun
 cluster's run root (/tmp/hpclaunch-ssh-runs) is an empty tmpfs: it can neither run sbatch/squeue/scancel nor read or
 write a run directory but through the SSH connection. The host key is checked against a known_hosts file this test
 writes from the sshd's public host key. GPT-2 tiny on 2 nodes is followed to COMPLETED, its logs read; a second job
-is followed with `logs -f` and cancelled; an unknown host key is refused. No key material reaches a run directory,
-the registry or hpclaunch's output.
+is followed with `logs -f` and cancelled; a job whose rank raises is diagnosed (`logs --diagnose`); an unknown host
+key is refused. No key material reaches a run directory, the registry or hpclaunch's output.
 
 The jobs get `--set env.PYTHONPATH=<this checkout>` so that the compute nodes run this checkout's hpclaunch."""
 
@@ -293,3 +293,41 @@ def test_stage_assets_stages_here_and_sends_them_to_the_login_nodes_store(asset_
     again = asset_env.run("stage-assets", "--model", "tiny-org/tiny-model", "--profile", name, "--json")
     assert again.exit_code == 0, again.output
     assert folder.stat().st_ino == sent  # the same asset is not sent again
+
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def run_with_fixtures(laptop, no_slurm_path, *args: str) -> subprocess.CompletedProcess:
+    """`run`, with the test recipes (tests/fixtures/recipes: failmodes) on hpclaunch's recipe path."""
+    return subprocess.run(command(laptop, no_slurm_path, *args), capture_output=True, text=True, timeout=900,
+                          env={**env(laptop), "HPCLAUNCH_PATH": str(FIXTURES)})
+
+
+@pytest.fixture(scope="module")
+def failed(laptop, no_slurm_path) -> tuple[str, Path]:
+    """A 2-rank job submitted over SSH whose rank 1 raises (failmodes --preset raise), followed to its end."""
+    proc = run_with_fixtures(laptop, no_slurm_path, "submit", "failmodes", "--profile",
+                             str(laptop[1] / "dev-slurm-ssh.yaml"), "--preset", "raise", "--set",
+                             f"env.PYTHONPATH={REPO}", "--follow")
+    job = re.search(r"^submitted job (\d+) ", proc.stdout, re.M)
+    run_dir = re.search(r"run directory: (\S+)", proc.stdout)
+    assert job and run_dir, proc.stdout + proc.stderr
+    return job.group(1), Path(run_dir.group(1))
+
+
+@pytest.mark.slow
+def test_logs_diagnose_over_ssh_reads_the_ends_of_the_logs_on_the_login_node(laptop, no_slurm_path, failed):
+    from hpclaunch.logs.diagnose import diagnose
+
+    job, run_dir = failed
+    d = json.loads(ok(run(laptop, no_slurm_path, "logs", job, "--diagnose", "--json")).stdout)
+    assert (d["state"], d["cause"], d["rank"]) == ("FAILED", "python_error", 1), d
+    assert "ValueError: bad batch shape on rank 1" in d["error"]
+    assert d["file"] == str(run_dir / "logs" / "rank-1.restart-0.log")  # the login node's path
+    assert d["first_failure"]["rank"] == "1"
+    here = diagnose(run_dir, job, None)  # the same verdict as on the login node itself
+    assert (here.cause, here.rank, here.error, here.file) == (d["cause"], d["rank"], d["error"], d["file"])
+    text = ok(run(laptop, no_slurm_path, "logs", job, "--diagnose")).stdout
+    assert f"job {job} FAILED" in text and "on rank 1" in text and "hint:" in text
+    assert not list((laptop[0] / "remote").glob("*.diagnose"))  # the copy of the log ends is removed

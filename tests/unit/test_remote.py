@@ -203,3 +203,40 @@ def test_the_streamed_job_output_is_split_into_rank_lines_and_restarts():
         lines.put(raw)
     only = list(_drain(lines, time.monotonic() + 1, state, 1, re.compile(b"loss")))
     assert only == [Line(1, 1, "step 2 loss 3.0")]
+
+
+class _ShellHost:
+    """Runs the login node's side of `get_tar` in this machine's shell (the same script, the same tar stream)."""
+
+    class target:  # noqa: N801 - as SshHost.target
+        label = "here"
+
+    def get_tar(self, argv, local: Path, what: str, *, timeout: float = 120.0) -> None:
+        local.mkdir(parents=True, exist_ok=True)
+        tar = subprocess.run(list(argv), capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(local), "-f", "-"], input=tar.stdout, check=True)
+
+
+def test_diagnose_over_ssh_reads_only_the_ends_of_the_logs_and_names_the_login_nodes_paths(tmp_path, monkeypatch):
+    from hpclaunch.logs.diagnose import TAIL_BYTES, diagnose
+    from hpclaunch.logs.remotediagnose import diagnose_remote, log_ends
+
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "login" / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step-00000040").mkdir(parents=True)
+    (run_dir / "logs" / "rank-0.restart-0.log").write_text("step 1 loss 2.0\n" * 20000)  # 320 KB
+    (run_dir / "logs" / "rank-1.restart-0.log").write_text("x" * 200_000 + "\nValueError: bad batch on rank 1\n")
+    (run_dir / "logs" / "job.7.out").write_text("hpclaunch: job 7 restart 0 on node1\n")
+    os.utime(run_dir / "logs" / "rank-1.restart-0.log", (1_000_000, 1_000_000))
+    ends = log_ends(_ShellHost(), run_dir)  # type: ignore[arg-type]
+    copied = ends / "logs" / "rank-1.restart-0.log"
+    assert copied.stat().st_size == TAIL_BYTES and copied.stat().st_mtime == 1_000_000
+    assert (ends / "logs" / "job.7.out").read_text() == "hpclaunch: job 7 restart 0 on node1\n"
+    assert (ends / "checkpoints" / "step-00000040").is_dir()
+    d = diagnose_remote(_ShellHost(), run_dir, "7", None)  # type: ignore[arg-type]
+    here = diagnose(run_dir, "7", None)
+    assert (d.cause, d.rank, d.error) == (here.cause, here.rank, here.error) == ("python_error", 1,
+                                                                                 "ValueError: bad batch on rank 1")
+    assert d.file == str(run_dir / "logs" / "rank-1.restart-0.log")
+    assert not (tmp_path / "home" / "remote" / "run.diagnose").exists()
