@@ -1,7 +1,9 @@
 """Jobs submitted over SSH (docs/remote.md): their run directory is on the login node. `status`, `jobs` and
 `report` read its small files (the job's record files, timeline, progress, metrics) from a local copy refreshed
 over the job's SSH connection as one tar stream, without the logs, checkpoints and the recipe copy (the logs are
-streamed by `hpclaunch logs`, hpclaunch/logs/remote.py); the readers then work as for a local run directory."""
+streamed by `hpclaunch logs`, hpclaunch/logs/remote.py); the readers then work as for a local run directory.
+`resume` reads that copy with the names of the logs and checkpoints added (`resume_view`) and appends its lines to
+the run directory there (`append`)."""
 
 from __future__ import annotations
 
@@ -57,3 +59,28 @@ def local_view(record: registry.JobRecord) -> registry.JobRecord:
                            f"{record.run_dir}", hint=f"`hpclaunch status {record.job_id}` says whether the login "
                                                      "node answers; was the run directory removed there?")
     return record if local is None else dataclasses.replace(record, run_dir=str(local))
+
+
+def resume_view(record: registry.JobRecord) -> Path:
+    """What `hpclaunch resume` reads of a job's run directory on the login node, here: the copy of its small files
+    (`local_view`), with the names of its logs and checkpoints as empty stand-ins (the restarts its logs number, the
+    newest checkpoint), neither of which crosses the connection."""
+    local = Path(local_view(record).run_dir)
+    out = host(record).run(["sh", "-c", 'cd "$1" && find logs checkpoints -mindepth 1 -maxdepth 2 -printf "%y %p\\n"',
+                            "sh", record.run_dir], check=False).stdout
+    for line in out.splitlines():
+        kind, _, rel = line.partition(" ")
+        if not rel or ".." in Path(rel).parts or rel.startswith("/"):
+            continue
+        path = local / rel
+        if kind == "d":
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    return local
+
+
+def append(record: registry.JobRecord, path: Path, text: str) -> None:
+    """Append `text` to the file `path` of the job's run directory on the login node (one write: O_APPEND)."""
+    host(record).run(["sh", "-c", 'cat >> "$1"', "sh", str(path)], input=text)

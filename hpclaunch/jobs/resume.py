@@ -76,7 +76,7 @@ def newest(job_id: str) -> tuple[registry.JobRecord, str]:
     record = registry.get(job_id)
     seen = {record.job_id}
     while True:
-        chain = retries(record)
+        chain = retries(record, _remote_copy(record))
         last = str(chain[-1]["to"]) if chain else record.job_id
         try:
             later = registry.get(last)
@@ -105,21 +105,20 @@ def resume(job_id: str, *, from_scratch: bool = False, exclude: Sequence[str] = 
     """Queue the newest job of `job_id`'s chain again from its newest checkpoint (see the module's docstring),
     without the nodes `exclude`. CannotResume (exit 2) for a job still queued or running, one that
     completed, one with no checkpoint or whose script does not resume (unless `from_scratch`)."""
+    if from_scratch and registry.get(job_id).remote:
+        raise CannotResume(f"job {job_id} was submitted over SSH (docs/remote.md): --from-scratch does not start "
+                           "it over on the login node yet", hint="submit its recipe again, from here")
     record, last = newest(job_id)
     if is_sweep(record):
         elements = ", ".join((record.sweep or {}).get("elements", [])[:3])
         raise CannotResume(f"{job_id} is a sweep: resume its elements one by one",
                            hint=f"hpclaunch resume ELEMENT (its elements: {elements}, ...; `hpclaunch status "
                                 f"{job_id}` lists them)")
-    if record.remote:
-        raise CannotResume(f"job {job_id} was submitted over SSH (docs/remote.md): resume does not reach its run "
-                           "directory on the login node yet", hint="run `hpclaunch resume` on the login node, or "
-                                                                   "submit its recipe again")
-    files = RunFiles(Path(record.run_dir))
+    files = RunFiles(_view(record))
     if not files.script.is_file() or not files.resolved.is_file():
         raise CannotResume(f"job {last}'s run directory {files.root} no longer holds its job script and "
                            "resolved.yaml (removed by `hpclaunch clean`?)", hint="submit the recipe again")
-    status = statuses([record]).get(last) or JobStatus(last, "UNKNOWN")
+    status = statuses([record], {record.job_id: files.root}).get(last) or JobStatus(last, "UNKNOWN")
     _check_state(job_id, last, status, files)
     if from_scratch:
         return _from_scratch(last, status, files, exclude)
@@ -134,23 +133,69 @@ def resume(job_id: str, *, from_scratch: bool = False, exclude: Sequence[str] = 
                            "there is nothing to resume from",
                            hint=f"start it over from its resolved.yaml: hpclaunch resume {job_id} --from-scratch")
     step, checkpoint = newest_checkpoint
-    scheduler = get_scheduler(record.scheduler)
+    return _queue_again(record, last, status, files, (step, checkpoint), exclude)
+
+
+def _queue_again(record: registry.JobRecord, last: str, status: JobStatus, files: RunFiles,
+                 newest_checkpoint: tuple[int, Path], exclude: Sequence[str]) -> Resumed:
+    """The job script queued again in its run directory (on the login node for a job submitted over SSH: `files`
+    is then the local view of it, `there` the login node's path of one of its files), recorded as `last`'s
+    continuation."""
+    root = Path(record.run_dir)
+
+    def there(path: Path) -> Path:
+        return root / path.relative_to(files.root)
+
+    step, checkpoint = newest_checkpoint[0], there(newest_checkpoint[1])
+    scheduler = get_scheduler(record.scheduler, record.remote)
     scheduler.check_available()
     restart = max(files.next_restart(), 1)  # 1 at least: a first start (0) is the old job's
-    link = Resumed("", last, status.state, files.root, checkpoint, step, restart).link
+    link = Resumed("", last, status.state, root, checkpoint, step, restart).link
     # the old job's record as the new one's (a sweep's element goes on as a job of its own)
     pending = registry.begin(replace(record, submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sweep=None,
                                      resumes=link))
     asked = time.time()
     try:
-        new_id = scheduler.resubmit(files.script, files.root, restart=restart, exclude=exclude)
+        new_id = scheduler.resubmit(there(files.script), root, restart=restart, exclude=exclude)
     except BaseException:
         pending.abandon()
         raise
-    timeline.submitted(files.root, new_id, asked, restart)
-    _chain(files, last, new_id, link, asked)
+    if record.remote:
+        _record_remote(record, new_id, asked, restart, _chain_entry(last, new_id, link, asked))
+    else:
+        timeline.submitted(files.root, new_id, asked, restart)
+        _chain(files, last, new_id, link, asked)
     pending.complete(new_id)
-    return Resumed(new_id, last, status.state, files.root, checkpoint, step, restart)
+    return Resumed(new_id, last, status.state, root, checkpoint, step, restart)
+
+
+def _remote_copy(record: registry.JobRecord) -> Path | None:
+    """Where the files of a job submitted over SSH are read here (a fresh copy of its small files); None for
+    any other job (its run directory)."""
+    from hpclaunch.jobs import remote
+
+    return remote.local_copy(record) if record.remote else None
+
+
+def _view(record: registry.JobRecord) -> Path:
+    """The run directory as resume reads it: itself, or for a job submitted over SSH its view from here."""
+    from hpclaunch.jobs import remote
+
+    return remote.resume_view(record) if record.remote else Path(record.run_dir)
+
+
+def _record_remote(record: registry.JobRecord, new_id: str, asked: float, restart: int, entry: dict[str, Any]) -> None:
+    """The timeline's stamp and the chain's line of a resume over SSH, appended in the run directory there. The
+    job is queued by now: a line that cannot be written is left out (its record says what it resumes)."""
+    from hpclaunch.errors import CommandError
+    from hpclaunch.jobs import remote
+
+    files = RunFiles(Path(record.run_dir))
+    try:
+        remote.append(record, files.timeline, timeline.line("submitted", restart, new_id, asked))
+        remote.append(record, files.retries, json.dumps(entry) + "\n")
+    except CommandError:
+        pass
 
 
 def _from_scratch(last: str, status: JobStatus, files: RunFiles, exclude: Sequence[str]) -> Resumed:
@@ -175,11 +220,15 @@ def _resolved(files: RunFiles) -> dict[str, Any]:
         raise CannotResume(f"{files.resolved} cannot be read: {exc.message}", hint=exc.hint) from None
 
 
+def _chain_entry(last: str, new_id: str, link: dict[str, Any], at: float) -> dict[str, Any]:
+    return {"from": last, "to": new_id, "resume": True, "checkpoint": link["checkpoint"], "step": link["step"],
+            "from_scratch": link["from_scratch"], "at": int(at)}
+
+
 def _chain(files: RunFiles, last: str, new_id: str, link: dict[str, Any], at: float) -> None:
     """The old run directory's chain of jobs: `last` went on as `new_id`. The job is queued by now: a line
     that cannot be written is left out (its record still says what it resumes)."""
-    entry = {"from": last, "to": new_id, "resume": True, "checkpoint": link["checkpoint"], "step": link["step"],
-             "from_scratch": link["from_scratch"], "at": int(at)}
+    entry = _chain_entry(last, new_id, link, at)
     try:
         fd = os.open(files.retries, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

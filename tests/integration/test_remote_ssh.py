@@ -5,8 +5,9 @@ The "laptop" is hpclaunch run with a PATH without Slurm's commands and in a moun
 cluster's run root (/tmp/hpclaunch-ssh-runs) is an empty tmpfs: it can neither run sbatch/squeue/scancel nor read or
 write a run directory but through the SSH connection. The host key is checked against a known_hosts file this test
 writes from the sshd's public host key. GPT-2 tiny on 2 nodes is followed to COMPLETED, its logs read; a second job
-is followed with `logs -f` and cancelled; a job whose rank raises is diagnosed (`logs --diagnose`); an unknown host
-key is refused. No key material reaches a run directory, the registry or hpclaunch's output.
+is followed with `logs -f` and cancelled; a job whose rank raises is diagnosed (`logs --diagnose`); a cancelled one
+is resumed from its checkpoint; an unknown host key is refused. No key
+material reaches a run directory, the registry or hpclaunch's output.
 
 The jobs get `--set env.PYTHONPATH=<this checkout>` so that the compute nodes run this checkout's hpclaunch."""
 
@@ -155,13 +156,16 @@ def test_commands_share_one_ssh_connection(laptop, no_slurm_path, gpt2):
     assert sockets and oct((laptop[2] / "hpclaunch-ssh").stat().st_mode & 0o777) == "0o700"
 
 
+def submit_long(laptop, no_slurm_path, layout: str, *more: str) -> tuple[str, Path]:
+    """GPT-2 tiny submitted over SSH to run until it is cancelled (100000 steps)."""
+    return submitted(run(laptop, no_slurm_path, "submit", "gpt2", "--profile", str(laptop[1] / "dev-slurm-ssh.yaml"),
+                         "--preset", "tiny", "--layout", layout, *SHORT, "--set", "train.max_steps=100000", *more))
+
+
 @pytest.mark.slow
 def test_logs_follow_streams_a_running_job_and_cancel_stops_it(laptop, no_slurm_path):
-    profile = str(laptop[1] / "dev-slurm-ssh.yaml")
     # --remote over the profile's login (its identity and known_hosts kept)
-    job, run_dir = submitted(run(laptop, no_slurm_path, "submit", "gpt2", "--profile", profile, "--preset", "tiny",
-                                 "--layout", "2n1g", *SHORT, "--set", "train.max_steps=100000",
-                                 "--remote", "root@127.0.0.1:2222"))
+    job, run_dir = submit_long(laptop, no_slurm_path, "2n1g", "--remote", "root@127.0.0.1:2222")
     follow = subprocess.Popen(command(laptop, no_slurm_path, "logs", job, "-f", "--rank", "0"), env=env(laptop),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert follow.stdout is not None
@@ -331,3 +335,38 @@ def test_logs_diagnose_over_ssh_reads_the_ends_of_the_logs_on_the_login_node(lap
     text = ok(run(laptop, no_slurm_path, "logs", job, "--diagnose")).stdout
     assert f"job {job} FAILED" in text and "on rank 1" in text and "hint:" in text
     assert not list((laptop[0] / "remote").glob("*.diagnose"))  # the copy of the log ends is removed
+
+
+def _until(what: str, check, timeout: float = 600):  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < end, f"not within {timeout:g} s: {what}"
+        time.sleep(2)
+    return found
+
+
+@pytest.mark.slow
+def test_resume_over_ssh_queues_the_job_again_on_the_login_node_from_its_checkpoint(laptop, no_slurm_path):
+    job, run_dir = submit_long(laptop, no_slurm_path, "1n1g", "--set", "train.save_every=2")
+    ckpts = run_dir / "checkpoints"
+    _until("a checkpoint", lambda: ckpts.is_dir() and list(ckpts.glob("step-*")))
+    ok(run(laptop, no_slurm_path, "cancel", job))
+    _until("the job cancelled", lambda: json.loads(ok(run(laptop, no_slurm_path, "status", job, "--json")).stdout)
+           ["state"] == "CANCELLED")
+    done = json.loads(ok(run(laptop, no_slurm_path, "resume", job, "--json")).stdout)
+    new = done["job_id"]
+    try:
+        step = done["resumes"]["step"]
+        assert done["run_dir"] == str(run_dir) and done["resumes"]["job"] == job and step >= 2
+        assert done["resumes"]["checkpoint"] == str(ckpts / f"step-{step:08d}")  # the login node's path
+        log = run_dir / "logs" / f"rank-0.restart-{done['resumes']['restart']}.log"
+        _until("the resumed job's log", lambda: log.is_file() and "resumed from" in log.read_text())
+        assert f"at step {step}" in log.read_text()
+        chain = [json.loads(ln) for ln in (run_dir / "retries.jsonl").read_text().splitlines()]
+        assert {"from": job, "to": new, "resume": True}.items() <= chain[-1].items()
+        stamps = [json.loads(ln) for ln in (run_dir / "timeline.jsonl").read_text().splitlines()]
+        assert any(s["phase"] == "submitted" and s["job"] == new for s in stamps)
+        status = json.loads(ok(run(laptop, no_slurm_path, "status", new, "--json")).stdout)
+        assert status["resumes"]["job"] == job and status["remote"]["port"] == 2222
+    finally:
+        run(laptop, no_slurm_path, "cancel", new)

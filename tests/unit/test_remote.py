@@ -240,3 +240,18 @@ def test_diagnose_over_ssh_reads_only_the_ends_of_the_logs_and_names_the_login_n
                                                                                  "ValueError: bad batch on rank 1")
     assert d.file == str(run_dir / "logs" / "rank-1.restart-0.log")
     assert not (tmp_path / "home" / "remote" / "run.diagnose").exists()
+
+
+def test_resume_from_scratch_over_ssh_is_refused_before_logging_in(tmp_path, monkeypatch):
+    from hpclaunch.state import registry
+
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path))
+    where = Target("login.invalid", "alice", 22)  # never reached: the refusal comes first
+    registry.add(registry.JobRecord("7", "slurm", "dev-slurm-ssh", "gpt2", "tiny", "torchrun", "1n1g", "gpt2",
+                                    "/scratch/runs/x", "2026-11-25T07:00:00+0000", remote=where.to_dict()))
+    proc = subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", "resume", "7", "--from-scratch"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HPCLAUNCH_HOME": str(tmp_path), "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "submitted over SSH" in proc.stderr and "--from-scratch" in proc.stderr and "Traceback" not in proc.stderr
+    assert "login.invalid" not in proc.stderr  # no login was tried

@@ -277,7 +277,11 @@ class SlurmScheduler(Scheduler):
     def forget_requeues(self, run_dir: Path) -> None:
         """A fresh count of requeues without progress, for a job queued again: the one before it may have stopped
         on that count."""
-        (RunFiles(run_dir).scheduler_state(self.name) / "requeues-without-progress").unlink(missing_ok=True)
+        count = RunFiles(run_dir).scheduler_state(self.name) / "requeues-without-progress"
+        if self.host.remote:  # the run directory is on the login node
+            self.host.run(["rm", "-f", "--", str(count)])
+        else:
+            count.unlink(missing_ok=True)
 
     def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
         self.forget_requeues(run_dir)
