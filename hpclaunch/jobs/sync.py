@@ -6,6 +6,10 @@ element) or run directories, leaves out what was uploaded before (W&B's own `run
 folder of a job that is still running (its file is still being written), hands the rest to W&B's own uploader
 (`python -m wandb sync`, oldest first, so the starts of one run upload in order) and then checks W&B's markers:
 `wandb sync` exits 0 also when it uploaded nothing (no API key, no network).
+
+A job submitted over SSH (docs/remote.md) is synced from here, where the network and the W&B login are: its
+offline runs come with the copy of its run directory's small files (jobs/remote.py), are uploaded from that copy,
+and W&B's markers of what was uploaded are then written beside them on the login node too.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class JobRuns:
     running: bool = False
     segments: list[Segment] = field(default_factory=list)
     online: int = 0  # W&B runs the job streamed itself (tracking.wandb.mode online): nothing to upload
+    remote: Any = None  # a job submitted over SSH: its record (run_dir is then the local copy of its run directory)
 
     @classmethod
     def at(cls, label: str, run_dir: Path, running: bool = False) -> JobRuns:
@@ -124,8 +129,33 @@ def find(refs: list[str]) -> list[JobRuns]:
     out = []
     for label, run_dir, record in found:
         st = states.get(record.job_id) if record is not None else None
-        out.append(JobRuns.at(label, run_dir, running=st is not None and not st.finished))
+        here = _here(record) if record is not None and record.remote else run_dir
+        runs = JobRuns.at(label, here, running=st is not None and not st.finished)
+        runs.remote = record if here != run_dir else None
+        out.append(runs)
     return out
+
+
+def _here(record: Any) -> Path:
+    """A job submitted over SSH: its run directory's small files, its W&B offline runs with them, copied here
+    (jobs/remote.py), where the network and the W&B login are."""
+    from hpclaunch.jobs import remote
+
+    return Path(remote.local_view(record).run_dir)
+
+
+def mark_there(jobs: list[JobRuns], uploaded: list[Segment]) -> None:
+    """W&B's markers of the segments uploaded from the copy of a job submitted over SSH, written beside the
+    segments in the run directory on the login node too: a later sync, here or there, does not upload them
+    again."""
+    from hpclaunch.jobs import remote
+
+    for j in jobs:
+        done = [s for s in j.segments if s in uploaded]
+        if j.remote is None or not done:
+            continue
+        there = [str(Path(j.remote.run_dir) / s.marker.relative_to(j.run_dir)) for s in done]
+        remote.host(j.remote).run(["touch", "--", *there])
 
 
 def check_found(jobs: list[JobRuns]) -> None:
@@ -159,6 +189,7 @@ def upload(jobs: list[JobRuns], *, include_synced: bool = False, project: str | 
     proc = subprocess.run([*argv, *(str(s.path.resolve()) for s in todo)], stdin=subprocess.DEVNULL,
                           cwd=todo[0].path.parent, env=os.environ.copy(), check=False)
     failed = [s for s in todo if s.marked_at() in (None, before[s.path])]  # no marker, or not a new one
+    mark_there(jobs, [s for s in todo if s not in failed])
     if failed or proc.returncode != 0:
         shown = "\n  ".join(str(s.path) for s in failed)
         raise SyncFailed(f"W&B did not upload {len(failed)} of {len(todo)} offline run(s) (wandb sync exited "

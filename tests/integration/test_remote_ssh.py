@@ -6,8 +6,8 @@ cluster's run root (/tmp/hpclaunch-ssh-runs) is an empty tmpfs: it can neither r
 write a run directory but through the SSH connection. The host key is checked against a known_hosts file this test
 writes from the sshd's public host key. GPT-2 tiny on 2 nodes is followed to COMPLETED, its logs read; a second job
 is followed with `logs -f` and cancelled; a job whose rank raises is diagnosed (`logs --diagnose`); a cancelled one
-is resumed from its checkpoint; an unknown host key is refused. No key
-material reaches a run directory, the registry or hpclaunch's output.
+is resumed from its checkpoint; one's offline W&B run is synced to a loopback W&B server; an unknown host key is
+refused. No key material reaches a run directory, the registry or hpclaunch's output.
 
 The jobs get `--set env.PYTHONPATH=<this checkout>` so that the compute nodes run this checkout's hpclaunch."""
 
@@ -370,3 +370,30 @@ def test_resume_over_ssh_queues_the_job_again_on_the_login_node_from_its_checkpo
         assert status["resumes"]["job"] == job and status["remote"]["port"] == 2222
     finally:
         run(laptop, no_slurm_path, "cancel", new)
+
+
+@pytest.mark.slow
+def test_sync_over_ssh_uploads_the_offline_wandb_runs_from_here_and_marks_them_there(laptop, no_slurm_path):
+    from tests.fixtures.wandbserver.server import WandbServer
+
+    job, run_dir = submitted(run(laptop, no_slurm_path, "submit", "gpt2", "--profile",
+                                 str(laptop[1] / "dev-slurm-ssh.yaml"), "--preset", "tiny", "--layout", "1n1g",
+                                 *SHORT, "--set", "tracking.wandb.project=hl-ssh", "--follow"))
+    (segment,) = (run_dir / "wandb").glob("offline-run-*")  # on the login node's side, written by the job
+    with WandbServer() as wb:
+        key = "k" * 40
+        wandb_env = {**env(laptop), "WANDB_BASE_URL": wb.url, "WANDB_API_KEY": key}
+
+        def sync() -> subprocess.CompletedProcess:
+            return ok(subprocess.run(command(laptop, no_slurm_path, "sync", job), capture_output=True, text=True,
+                                     env=wandb_env, timeout=600))
+
+        first = sync()
+        assert "uploaded 1 offline W&B run(s)" in first.stdout, first.stdout + first.stderr
+        (name,) = wb.runs
+        assert name.startswith("hl-ssh/") and wb.auth == {key}
+        steps = sorted(h["_step"] for h in wb.runs[name].history if "train/loss" in h)
+        assert steps == list(range(1, 9))  # the 8 steps the job logged, uploaded from here
+        assert list(segment.glob("run-*.wandb.synced"))  # W&B's marker, written on the login node too
+        again = sync()
+        assert "nothing to upload" in again.stdout and len(wb.runs) == 1
