@@ -27,16 +27,19 @@ def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
 
 def _hosts(run_dir: Path, job: str) -> list[str]:
     """The job's nodes in order (node 0 of the allocation first), as Slurm's accounting has them (a job whose
-    health check failed printed no launch line)."""
-    nodelist = ""
-    for _ in range(60):  # sacct may not have the nodes in the first second after the job started
-        nodelist = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
-                                  text=True).stdout.strip()
+    health check failed printed no launch line); asked again until accounting lists as many nodes as it counts."""
+    hosts: list[str] = []
+    for _ in range(60):  # sacct may not have (all) the nodes in the first seconds after the job started
+        line = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NNodes,NodeList"], capture_output=True,
+                              text=True).stdout.strip().splitlines()
+        count, _, nodelist = (line[-1] if line else "").partition("|")
         if nodelist and nodelist != "None assigned":
-            break
+            found = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
+            hosts = found.stdout.split()
+            if count.isdigit() and len(hosts) == int(count):
+                break
         time.sleep(1)
-    found = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
-    return found.stdout.split()
+    return hosts
 
 
 def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # noqa: F811
