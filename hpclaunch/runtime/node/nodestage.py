@@ -93,10 +93,12 @@ def _check_space(dest: Path, need_bytes: int) -> None:
                          f"{need_bytes / 2**30:.2f} GiB")
 
 
-def stage(dest: Path, key: str, fill: Callable[[Path], None], *, need_bytes: int = 0) -> str:
+def stage(dest: Path, key: str, fill: Callable[[Path], None], *,
+          need_bytes: int | Callable[[], int] = 0) -> str:
     """Make `dest` hold artifact `key`, writing it with `fill(tmp)` when it is not there intact; returns
     'warm', 'copied' or 'recopied'. A StageError (node and cause) when the copy fails; nothing half-written
-    stays under `dest`'s name."""
+    stays under `dest`'s name. `need_bytes` (the copy's size, checked against the free space) may be a function:
+    it is then asked only when there is a copy to make (a warm node does not walk the source)."""
     dest = Path(dest)
     with _locked(dest):
         if intact(dest, key):
@@ -106,7 +108,7 @@ def stage(dest: Path, key: str, fill: Callable[[Path], None], *, need_bytes: int
             shutil.rmtree(old, ignore_errors=True)  # a copy that died half-way (its process is gone: we hold the lock)
         tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
         try:
-            _check_space(dest, need_bytes)
+            _check_space(dest, need_bytes() if callable(need_bytes) else need_bytes)
             tmp.mkdir()
             fill(tmp)
             (tmp / MARKER).write_text(json.dumps({"key": key, "node": node_name(), "files": _files(tmp)}))
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     fills = {"tree": copy_tree, "file": copy_file, "squashfs": unsquash}
     fill = fills[args.kind](args.src)
     try:
-        result = stage(args.dest, args.key, fill, need_bytes=tree_bytes(args.src))
+        result = stage(args.dest, args.key, fill, need_bytes=lambda: tree_bytes(args.src))
     except (StageError, OSError) as e:
         print(f"hpclaunch: error: {e}", file=sys.stderr)
         return 1

@@ -41,10 +41,12 @@ def local_copy(folder: Path, store: Path) -> Path:
     manifest = folder / MANIFEST
     try:
         if manifest.is_file():
-            key = hashlib.sha256(manifest.read_bytes()).hexdigest()[:24]
-            stage(dest, key, _copy_verified(folder, json.loads(manifest.read_text())), need_bytes=tree_bytes(folder))
+            raw = manifest.read_bytes()
+            key = hashlib.sha256(raw).hexdigest()[:24]
+            stage(dest, key, _copy_verified(folder, json.loads(raw)),
+                  need_bytes=lambda: tree_bytes(folder))
         else:
-            stage(dest, folder.name, copy_tree(folder), need_bytes=tree_bytes(folder))
+            stage(dest, folder.name, copy_tree(folder), need_bytes=lambda: tree_bytes(folder))
     except (StageError, OSError, ValueError) as e:
         raise AssetError(f"copying {folder} to node-local scratch failed: {e}",
                          hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
@@ -68,7 +70,7 @@ def local_checkpoint(folder: Path) -> Path:
     key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:24]
     dest = Path(os.environ[ENV_SCRATCH]) / node_name() / "checkpoints" / f"{key}-{folder.name}"
     try:
-        stage(dest, key, copy_tree(folder), need_bytes=tree_bytes(folder))
+        stage(dest, key, copy_tree(folder), need_bytes=lambda: tree_bytes(folder))
     except (StageError, OSError) as e:
         raise AssetError(f"copying checkpoint {folder} to node-local scratch failed: {e}",
                          hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
