@@ -130,7 +130,7 @@ def last_steps(files: RunFiles) -> dict[int, int]:
     """Rank 0's last step of each restart, from its progress records."""
     out: dict[int, int] = {}
     for restart in files.progress_restarts():
-        step = files.progress_records(restart).get(0, {}).get("step")
+        step = (files.progress_record(0, restart) or {}).get("step")
         if isinstance(step, int):
             out[restart] = step
     return out

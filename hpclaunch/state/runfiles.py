@@ -174,6 +174,16 @@ class LogFile:
         return f"rank{self.rank}"
 
 
+def _progress_record(path: Path) -> dict[str, object] | None:
+    """A progress record file's JSON (its writer pads it with spaces or NULs), or None when it is missing, being
+    written for the first time, not JSON or has no rank."""
+    try:
+        record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("rank"), int) else None
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The paths of one run directory."""
@@ -293,13 +303,14 @@ class RunFiles:
         written for the first time, or not JSON, is left out)."""
         out: dict[int, dict[str, object]] = {}
         for path in self.progress_files(restart):
-            try:
-                record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
-            except (OSError, ValueError):
-                continue
-            if isinstance(record, dict) and isinstance(record.get("rank"), int):
-                out[record["rank"]] = record
+            record = _progress_record(path)
+            if record is not None and isinstance(rank := record["rank"], int):  # always, by _progress_record
+                out[rank] = record
         return out
+
+    def progress_record(self, rank: int, restart: int) -> dict[str, object] | None:
+        """One rank's last written record of one restart (None as progress_records leaves it out)."""
+        return _progress_record(self.progress_file(rank, restart))
 
     def progress_restarts(self) -> list[int]:
         """The restarts that have progress records, oldest first."""
