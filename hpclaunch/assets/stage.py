@@ -190,12 +190,12 @@ def _failure(
     by wording) one per endpoint tried."""
     what = f"{request.kind} {request.repo_id!r} (revision {request.revision})"
     detail = "\n  ".join(errors)
-    if all("RepositoryNotFound" in e or "GatedRepo" in e for e in errors):
+    if all(code == "not_found" for code in codes):
         return AssetError(
             f"{what} was not found on {', '.join(endpoints)}",
             hint="check the repo id (hub repo ids look like org/name), or give --endpoint",
         )
-    if all("RevisionNotFound" in e for e in errors):
+    if all(code == "revision" for code in codes):
         return AssetError(f"{what}: revision {request.revision!r} not found on {', '.join(endpoints)}")
     if all(code == "unreachable" for code in codes):
         return Unreachable(
