@@ -239,8 +239,7 @@ def _node_env(spec: JobSpec) -> str:
 def _stage_commands(spec: JobSpec) -> dict[str, Any]:
     """Packing the python environment once (the job script) and unpacking it on each node (one task per node)."""
     scratch = spec.profile.node_scratch
-    store = shell_path(asset_store(spec.profile))
-    cache = ShellExpr(f"{store}/envs") if isinstance(store, ShellExpr) else f"{store}/envs"
+    cache = shell_path(f"{asset_store(spec.profile)}/envs")
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.envstage"]
     return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
             "stage_pack": join([*module, "pack", "--cache", cache]),
