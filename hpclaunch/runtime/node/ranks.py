@@ -67,6 +67,7 @@ class RankGroup:
                 self.kill_at = time.monotonic() + STOP_GRACE
         if self.kill_at is not None and time.monotonic() > self.kill_at:
             self.send_signal(signal.SIGKILL)
+            self.kill_at = None  # once: a killed rank is gone at the next poll
         if any(c is None for c in codes):
             return None
         return self.failed or 0
