@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.assets.store import MANIFEST
 from hpclaunch.core.paths import hpclaunch_home
-from hpclaunch.core.remote import SshHost, Target
+from hpclaunch.core.remote import SshHost, ssh_host
 from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def login_root(plan: StagePlan, host: SshHost) -> Path:
 def send(plan: StagePlan, folders: Sequence[Path]) -> str:
     """Copy each staged asset folder (under plan.store) to the login node's store; the login node's name."""
     assert plan.remote is not None
-    host = SshHost(Target.from_dict(plan.remote))
+    host = ssh_host(plan.remote)
     root = login_root(plan, host)
     for folder in folders:
         there = root / folder.relative_to(plan.store)

@@ -78,14 +78,11 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     else:
         record = registry.get(job)
     run_dir = Path(record.run_dir)
-    if record.remote:
-        if diagnose:
-            _diagnose(record, run_dir, as_json)
-            return
-        _remote_logs(record, rank, restart, tail, _pattern(grep), _printer(as_json), as_json, follow)
-        return
     if diagnose:
         _diagnose(record, run_dir, as_json)
+        return
+    if record.remote:
+        _remote_logs(record, rank, restart, tail, _pattern(grep), _printer(as_json), as_json, follow)
         return
     pattern = _pattern(grep)
     emit = _printer(as_json)
@@ -98,10 +95,10 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
 def _diagnose(record: registry.JobRecord, run_dir: Path, as_json: bool) -> None:
     """--diagnose: the first failing rank and what to do, instead of the lines."""
     if record.remote:  # submitted over SSH: the ends of its logs read from the login node
-        from hpclaunch.core.remote import SshHost, Target
+        from hpclaunch.core.remote import ssh_host
         from hpclaunch.logs.remotediagnose import diagnose_remote
 
-        d = diagnose_remote(SshHost(Target.from_dict(record.remote)), run_dir, record.job_id, _status(record))
+        d = diagnose_remote(ssh_host(record.remote), run_dir, record.job_id, _status(record))
     else:
         from hpclaunch.logs.diagnose import diagnose as run_diagnose
 
@@ -151,11 +148,11 @@ def _follow(record: registry.JobRecord, run_dir: Path, rank: int | None, tail: i
 def _remote_logs(record: registry.JobRecord, rank: int | None, restart: int | None, tail: int | None,
                  pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool, follow: bool) -> None:
     """The logs of a job submitted over SSH, streamed from the login node (hpclaunch/logs/remote.py)."""
-    from hpclaunch.core.remote import SshHost, Target
+    from hpclaunch.core.remote import ssh_host
     from hpclaunch.logs import remote
 
     assert record.remote is not None
-    host, run_dir = SshHost(Target.from_dict(record.remote)), Path(record.run_dir)
+    host, run_dir = ssh_host(record.remote), Path(record.run_dir)
     if not follow:
         listed = remote.listing(host, run_dir)
         _print_logs(record.job_id, listed, rank, restart, tail, pattern, emit, as_json,

@@ -232,10 +232,13 @@ class SshHost:
 Host = LocalHost | SshHost
 
 
-def host_for(target: Target | dict[str, object] | None) -> Host:
-    if target is None:
-        return LOCAL
+def ssh_host(target: Target | dict[str, object]) -> SshHost:
+    """The login node of a target, or of a job record's or stage plan's `remote` (its dict form)."""
     return SshHost(target if isinstance(target, Target) else Target.from_dict(target))
+
+
+def host_for(target: Target | dict[str, object] | None) -> Host:
+    return LOCAL if target is None else ssh_host(target)
 
 
 def _local_path(text: str) -> Path:

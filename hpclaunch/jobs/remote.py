@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from hpclaunch.core.paths import hpclaunch_home
-from hpclaunch.core.remote import SshHost, Target
+from hpclaunch.core.remote import SshHost, ssh_host
 from hpclaunch.errors import CommandError
 from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles
@@ -28,7 +28,7 @@ def copy_dir(record: registry.JobRecord) -> Path:
 
 def host(record: registry.JobRecord) -> SshHost:
     assert record.remote is not None
-    return SshHost(Target.from_dict(record.remote))
+    return ssh_host(record.remote)
 
 
 def local_copy(record: registry.JobRecord) -> Path | None:

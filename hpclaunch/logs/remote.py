@@ -160,11 +160,11 @@ def _drain(lines: queue.Queue[bytes | None], deadline: float, state: dict[str, i
 def follow_record(record: registry.JobRecord, *, rank: int | None = None, pattern: re.Pattern[bytes] | None = None,
                   start_at_end: bool = False) -> Iterator[Event]:
     """`follow` for a recorded job submitted over SSH: its status from its scheduler there."""
-    from hpclaunch.core.remote import Target
+    from hpclaunch.core.remote import ssh_host
     from hpclaunch.schedulers import get_scheduler
 
     assert record.remote is not None
     scheduler = get_scheduler(record.scheduler, record.remote)
-    return follow(SshHost(Target.from_dict(record.remote)), Path(record.run_dir), record.job_id,
+    return follow(ssh_host(record.remote), Path(record.run_dir), record.job_id,
                   lambda: scheduler.status([record.job_id])[record.job_id], rank=rank, pattern=pattern,
                   start_at_end=start_at_end)
