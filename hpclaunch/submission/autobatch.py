@@ -48,15 +48,15 @@ def resolve_auto(resolve: Callable[[CliOverrides], JobSpec], cli: CliOverrides, 
     recipe_batch = resolve(replace(cli, sets=others))  # the global batch the recipe (and the other flags) ask for
     global_batch, dp = recipe_batch.global_batch_size, recipe_batch.data_parallel
     per_replica = global_batch // dp
-    probe = resolve(replace(cli, sets=(*others, *_batch_sets(1, per_replica, global_batch))))
-    choice = choose(probe, per_replica, cli.sets[index])
+    choice = choose(recipe_batch, per_replica, cli.sets[index])
     spec = resolve(replace(cli, sets=(*others, *_batch_sets(choice.micro_batch, per_replica, global_batch))))
     return with_fields(spec, sets=tuple(cli.sets), micro_batch_auto=choice)
 
 
 def choose(spec: JobSpec, per_replica: int, item: str) -> MicroBatchAuto:
-    """The choice for `spec` (resolved at micro-batch 1); DoesNotFit when not even 1 fits, ConfigError when no plan
-    can be made (no device memory given, a model the plan cannot build here)."""
+    """The choice for `spec` (resolved at any micro-batch: each one tried replaces it and the accumulation);
+    DoesNotFit when not even 1 fits, ConfigError when no plan can be made (no device memory given, a model the plan
+    cannot build here)."""
     from hpclaunch.config.jobspec import MicroBatchAuto
     from hpclaunch.plan.job import limits_of, setup_of
     from hpclaunch.plan.memory import GIB, estimate, fits
