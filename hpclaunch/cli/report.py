@@ -50,18 +50,19 @@ def report_cmd(job: str, out: Path | None, as_json: bool) -> None:
     m = load_run(Path(record.run_dir), job)
     out = out or Path(record.run_dir) / "report"
     paths = plot_run(m, out, f"job {job} ({record.recipe})")
-    restarts = timeline.load(RunFiles(Path(record.run_dir)))
+    files = RunFiles(Path(record.run_dir))
+    restarts = timeline.load(files)
     if restarts:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
-    slow = stragglers.find(RunFiles(Path(record.run_dir)))
-    health = health_verdict(RunFiles(Path(record.run_dir)))
+    slow = stragglers.find(files)
+    health = health_verdict(files)
     used, spent = _usage_energy(record)
     dev = used["devices"]
-    spent["tokens_per_kwh"] = energy.tokens_per_kwh(_tokens(Path(record.run_dir), info), spent)
-    saved = checkpoints.load(RunFiles(Path(record.run_dir)))
-    ledger = goodput.of_run(RunFiles(Path(record.run_dir)), nodes=goodput.nodes_of(record.layout or ""),
-                            spare_nodes=record.spare_nodes, restarts=restarts)
+    spent["tokens_per_kwh"] = energy.tokens_per_kwh(_tokens(files.root, info), spent)
+    saved = checkpoints.load(files)
+    ledger = goodput.of_run(files, nodes=goodput.nodes_of(record.layout or ""), spare_nodes=record.spare_nodes,
+                            restarts=restarts, saved=saved)
     text = "\n".join([*(f"{k}: {human(v) if k.endswith('_bytes') else _fmt(v)}" for k, v in info.items()
                         if v is not None),
                       *([goodput.describe(ledger)] if ledger else []),

@@ -143,10 +143,13 @@ def nodes_of(layout: str) -> int:
 
 
 def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0,
-           restarts: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
-    """The ledger of the run directory `files`; `restarts`: its timeline, where the caller loaded it already."""
+           restarts: Sequence[Mapping[str, Any]] | None = None,
+           saved: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The ledger of the run directory `files`; `restarts` (its timeline) and `saved` (its checkpoints), where the
+    caller loaded them already."""
     restarts = timeline.load(files) if restarts is None else restarts
-    return ledger(restarts, load_checkpoints(files), last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
+    saved = load_checkpoints(files) if saved is None else saved
+    return ledger(restarts, saved, last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
 
 
 def describe(led: Mapping[str, Any]) -> str:
