@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.assets.store import MANIFEST
 from hpclaunch.core.paths import hpclaunch_home
-from hpclaunch.core.remote import SshHost, ssh_host
+from hpclaunch.core.remote import SshHost, login_path, ssh_host
 from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,12 +25,11 @@ def outbox(host: str) -> Path:
 def login_root(plan: StagePlan, host: SshHost) -> Path:
     """The profile's store on the login node (`~` is its home there)."""
     store = plan.login_store or "~/.hpclaunch/assets"
-    if store == "~" or store.startswith("~/"):
-        store = host.home() + store[1:]
-    if not store.startswith("/") or "$" in store:
+    there = login_path(store, host.home())
+    if there is None:
         raise ConfigError(f"{store!r}: the asset store of a profile with remote: is a path on the login node: "
                           "absolute or starting with ~/", key="assets.store")
-    return Path(store)
+    return Path(there)
 
 
 def send(plan: StagePlan, folders: Sequence[Path]) -> str:

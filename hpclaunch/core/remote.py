@@ -232,6 +232,14 @@ class SshHost:
 Host = LocalHost | SshHost
 
 
+def login_path(text: str, home: str) -> str | None:
+    """`text` as a path on the login node, `~` being its `home` there; None when it is not absolute then, or holds
+    a $VARIABLE (which only a shell on the cluster expands)."""
+    if text == "~" or text.startswith("~/"):
+        text = home + text[1:]
+    return text if text.startswith("/") and "$" not in text else None
+
+
 def ssh_host(target: Target | dict[str, object]) -> SshHost:
     """The login node of a target, or of a job record's or stage plan's `remote` (its dict form)."""
     return SshHost(target if isinstance(target, Target) else Target.from_dict(target))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.base import replace
 from hpclaunch.core.paths import hpclaunch_home
-from hpclaunch.core.remote import SshHost, Target, parse_target
+from hpclaunch.core.remote import SshHost, Target, login_path, parse_target
 from hpclaunch.errors import ConfigError
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
@@ -59,14 +59,13 @@ def remote_run_dir(spec: JobSpec, home: str) -> Path:
     """RUN_ROOT/<date>-<time>-<name>-<random> on the login node: the profile's run_root (absolute, or from `~`, the
     login user's `home`), else ~/.hpclaunch/runs there."""
     root = spec.profile.run_root or DEFAULT_REMOTE_ROOT
-    if root == "~" or root.startswith("~/"):
-        root = home + root[1:]
-    if not root.startswith("/") or "$" in root:
+    there = login_path(root, home)
+    if there is None:
         raise ConfigError(f"{root!r}: the run root of a profile with remote: is a path on the login node: absolute "
                           "or starting with ~/", file=f"profile {spec.profile.name}", key="run_root",
                           hint="e.g. run_root: /scratch/$USER/runs written out, or ~/hpclaunch/runs")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(root) / f"{stamp}-{spec.name}-{os.urandom(3).hex()}"
+    return Path(there) / f"{stamp}-{spec.name}-{os.urandom(3).hex()}"
 
 
 def _staging(run_dir: Path) -> Path:

@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 def login_store(spec: JobSpec, home: str) -> str | None:
     """The profile's asset store as a path on the login node (`~` is its home); None for one written with
     $VARIABLES, which only the job's shell expands."""
-    store = asset_store(spec.profile)
-    if store == "~" or store.startswith("~/"):
-        store = home + store[1:]
-    return store if store.startswith("/") and "$" not in store else None
+    from hpclaunch.core.remote import login_path
+
+    return login_path(asset_store(spec.profile), home)
 
 
 def _lay_out(host: SshHost, remote: Path, local: Path) -> None:
