@@ -4,14 +4,15 @@ tokens/s, MFU, peak device memory and the memory plan's estimate side by side; a
 `main_hf.py` loop (benchmarks/baseline) on the same model, sequence length and micro-batch as the
 GPT-2 run.
 
-    python benchmarks/gpu_recipes.py                       # everything (about 10 minutes on an H100)
-    python benchmarks/gpu_recipes.py --only gpt2,seed      # GPT-2 124M variants and the seed loop
-    python benchmarks/gpu_recipes.py --steps 40 --out /tmp/gpu
+    python benchmarks/gpu_recipes.py                       # every run (about 15 minutes on an H100)
+    python benchmarks/gpu_recipes.py --only gpt2,seed      # GPT-2 124M and seed 000's loop
+    python benchmarks/gpu_recipes.py --only mixtral-1layer --out /tmp/gpu
 
 Each run is a real `hpclaunch submit ... --follow`; its numbers are read back from the run's metrics
 (rank 0, the first log window, which holds start-up and compilation, left out). The plan is
-`hpclaunch plan --json` with the same flags. Prints a Markdown table (docs/benchmarks.md) and writes
-results.json and runs.log under --out.
+`hpclaunch plan --json` with the same flags. Prints a Markdown table (docs/benchmarks.md), writes
+gpu-latest.json and runs.log under --out, and puts the rows of the runs made into
+benchmarks/results/gpu-latest.json (replacing those rows, keeping the others).
 """
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 GIB = 2**30
 
-# name -> (recipe, extra flags); every run uses --profile local-cuda --preset generated.
-RUNS: dict[str, tuple[str, list[str]]] = {
-    "gpt2": ("gpt2", []),
-    "gpt2-compile": ("gpt2", ["--set", "train.compile=true"]),
-    "gpt2-compile-mb32": ("gpt2", ["--set", "train.compile=true", "--set", "train.micro_batch_size=32"]),
-    "gpt2-compile-v50304": ("gpt2", ["--set", "train.compile=true", "--set", "model.config.vocab_size=50304"]),
-    "bert_large": ("bert_large", []),
-    "bert_large-zero2": ("bert_large", ["--set", "deepspeed.zero_stage=2"]),
-    "mixtral-1layer": ("mixtral", ["--set", "model.config.num_hidden_layers=1"]),
-    "mixtral-2layer": ("mixtral", []),
+# name -> (recipe, steps, extra flags); every run uses --profile local-cuda --preset generated. The steps match
+# the runs of 2026-11-23 (docs/benchmarks.md) so that the loss at the last step compares with theirs.
+RUNS: dict[str, tuple[str, int, list[str]]] = {
+    "gpt2": ("gpt2", 200, []),  # the preset: training forward, torch.compile, vocabulary 50304, mb 16
+    "gpt2-nodrop": ("gpt2", 200, ["--set", "train.dropout=0"]),
+    "bert_large": ("bert_large", 40, []),  # the preset: ZeRO-0 on one rank, compile, sparse head, 32 x 2
+    "bert_large-mb8": ("bert_large", 40, ["--set", "train.micro_batch_size=8", "--set", "train.grad_accum=8"]),
+    # the preset: ZeRO-0, grouped_mm experts, compile, no checkpointing; seed 000's depth (1 layer)
+    "mixtral-1layer": ("mixtral", 100, ["--set", "model.config.num_hidden_layers=1"]),
+    # 4 sequences per step instead of 1 (a larger global batch: its loss is not the preset's)
+    "mixtral-1layer-mb4": ("mixtral", 100, ["--set", "model.config.num_hidden_layers=1",
+                                            "--set", "train.micro_batch_size=4"]),
+    # its final checkpoint (~40 GiB by the plan, twice that at once) does not fit a 64 GiB disk beside the 13 GB
+    # generated model: preflight refuses it there (it ran out of disk at the end on 2026-11-23)
+    "mixtral-2layer": ("mixtral", 20, []),
 }
+RESULTS = REPO / "benchmarks" / "results" / "gpu-latest.json"
 
 
 def hpclaunch(*args: str, env: dict[str, str], log, timeout: float) -> tuple[int, str]:
@@ -69,9 +76,7 @@ def hpclaunch(*args: str, env: dict[str, str], log, timeout: float) -> tuple[int
     return rc, output
 
 
-def steps_flag(name: str, steps: int | None) -> list[str]:
-    if steps is None:
-        return []
+def steps_flag(steps: int) -> list[str]:
     every = max(1, steps // 10)
     return ["--set", f"train.max_steps={steps}", "--set", f"train.log_every={every}"]
 
@@ -90,7 +95,7 @@ def read_metrics(run_dir: Path) -> dict[str, object]:
         "last_loss": train[-1]["loss"],
         "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady),
         "mfu": statistics.median(mfu) if mfu else None,
-        "peak_mem_gib": max(r["peak_mem_bytes"] for r in train) / GIB,
+        "peak_gib": round(max(r["peak_mem_bytes"] for r in train) / GIB, 2),
     }
 
 
@@ -106,16 +111,16 @@ def run_seed(run_dir: Path, steps: int, env: dict[str, str], log, timeout: float
         return {"error": f"exit {done.returncode}"}
     res = json.loads(out.read_text())
     windows = res["tokens_per_s_windows"][1:] or res["tokens_per_s_windows"]
-    return {"tokens_per_s": statistics.median(windows), "peak_mem_gib": (res["peak_mem_bytes"] or 0) / GIB}
+    return {"tokens_per_s": statistics.median(windows), "peak_gib": round((res["peak_mem_bytes"] or 0) / GIB, 2)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default=",".join([*RUNS, "seed"]), help="comma-separated run names (and 'seed')")
-    p.add_argument("--steps", type=int, default=None, help="max_steps of every run (default: the preset's)")
+    p.add_argument("--only", default=",".join(RUNS), help="comma-separated run names (and 'seed': seed 000's loop)")
     p.add_argument("--seed-steps", type=int, default=120)
-    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--timeout", type=float, default=600, help="seconds for each run")
     p.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-recipes-"))
+    p.add_argument("--results", default=str(RESULTS), help="the result file: rows of the runs made replace theirs")
     args = p.parse_args()
     only = args.only.split(",")
     out = Path(args.out)
@@ -126,64 +131,69 @@ def main() -> None:
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    results: dict[str, object] = {"device": device, "date": datetime.date.today().isoformat(),
-                                  "torch": torch.__version__, "runs": {}}
-    runs: dict[str, dict[str, object]] = results["runs"]  # type: ignore[assignment]
+    common = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__}
+    rows: list[dict[str, object]] = []
     with open(out / "runs.log", "w") as log:
-        for name, (recipe, extra) in RUNS.items():
-            if name not in only:
-                continue
-            flags = [f"recipes/{recipe}", "--profile", "local-cuda", "--preset", "generated", *extra,
-                     *steps_flag(name, args.steps)]
-            row: dict[str, object] = {"command": "hpclaunch submit " + " ".join(flags)}
-            t0 = time.time()
-            rc, plan = hpclaunch("plan", *flags, "--json", env=env, log=log, timeout=300)
-            if rc == 0:
-                pj = json.loads(plan.strip().splitlines()[-1])
-                row["plan"] = {k: pj.get(k) for k in ("params", "model_states_gib", "activations_gib",
-                                                       "per_device_gib", "fits")}
-            rc, output = hpclaunch("submit", *flags, "--follow", env=env, log=log, timeout=args.timeout)
-            row["exit"] = rc
-            if rc == -9:
-                row["error"] = f"timed out after {args.timeout:.0f} s"
-            m = re.search(r"run directory: (\S+)", output)
-            if m:
-                run_dir = Path(m.group(1))
-                row.update(read_metrics(run_dir))
-                if name == "gpt2" and "seed" in only:
-                    try:
-                        seed = run_seed(run_dir, args.seed_steps, env, log, args.timeout)
-                    except subprocess.TimeoutExpired:
-                        seed = {"error": "timed out"}
-                    runs["seed-loop"] = {"command": "benchmarks/baseline/main_hf_loop.py --device cuda "
-                                         "(same model, blocks, micro-batch as gpt2)", **seed}
-            row["wall_s"] = round(time.time() - t0, 1)
-            runs[name] = row
-            print(name, json.dumps(row), flush=True)
-            (out / "results.json").write_text(json.dumps(results, indent=1))
-    print_table(results)
+        for name, (recipe, steps, extra) in RUNS.items():
+            if name in only:
+                rows.append({"run": name, "recipe": recipe, **common,
+                             **measure(recipe, [*extra, *steps_flag(steps)], env, log, args.timeout)})
+                if name == "gpt2" and "seed" in only and rows[-1].get("run_dir"):
+                    rows.append({"run": "seed-loop", "recipe": "gpt2", **common, **seed_row(rows[-1], args, env, log)})
+                print(json.dumps(rows[-1]), flush=True)
+                (out / "gpu-latest.json").write_text(json.dumps(rows, indent=1) + "\n")
+    results = Path(args.results)
+    kept = [r for r in (json.loads(results.read_text()) if results.exists() else []) if r["run"] not in only]
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps([*kept, *rows], indent=1) + "\n")
+    print_table(rows)
 
 
-def print_table(results: dict[str, object]) -> None:
-    print(f"\n{results['device']}, torch {results['torch']}, {results['date']}\n")
-    print("| run | exit | tokens/s | MFU | peak allocated (GiB) | plan per device (GiB) | peak / plan "
+def measure(recipe: str, extra: list[str], env: dict[str, str], log, timeout: float) -> dict[str, object]:
+    """One `hpclaunch plan` and `hpclaunch submit --follow` of a recipe: the row of gpu-latest.json."""
+    flags = [f"recipes/{recipe}", "--profile", "local-cuda", "--preset", "generated", *extra]
+    row: dict[str, object] = {"command": "hpclaunch submit " + " ".join(flags)}
+    t0 = time.time()
+    rc, plan = hpclaunch("plan", *flags, "--json", env=env, log=log, timeout=300)
+    if rc == 0:
+        row["plan_gib"] = json.loads(plan.strip().splitlines()[-1]).get("per_device_gib")
+    rc, output = hpclaunch("submit", *flags, "--follow", env=env, log=log, timeout=timeout)
+    row["exit"] = rc
+    if rc == -9:
+        row["error"] = f"timed out after {timeout:.0f} s"
+    m = re.search(r"run directory: (\S+)", output)
+    if m:
+        row["run_dir"] = m.group(1)
+        row.update(read_metrics(Path(m.group(1))))
+    if isinstance(row.get("tokens_per_s"), float) and recipe == "bert_large":
+        row["seq_per_s"] = round(float(row["tokens_per_s"]) / 512, 1)  # type: ignore[arg-type]
+    row["wall_s"] = round(time.time() - t0, 1)
+    return row
+
+
+def seed_row(gpt2: dict[str, object], args: argparse.Namespace, env: dict[str, str], log) -> dict[str, object]:
+    try:
+        seed = run_seed(Path(str(gpt2["run_dir"])), args.seed_steps, env, log, args.timeout)
+    except subprocess.TimeoutExpired:
+        seed = {"error": "timed out"}
+    return {"command": "benchmarks/baseline/main_hf_loop.py --device cuda (same model, blocks, micro-batch as gpt2)",
+            **seed}
+
+
+def print_table(rows: list[dict[str, object]]) -> None:
+    if rows:
+        print(f"\n{rows[0]['device']}, torch {rows[0]['torch']}, {rows[0]['date']}\n")
+    print("| run | exit | tokens/s | seq/s | MFU | peak allocated (GiB) | plan per device (GiB) | peak / plan "
           "| loss first -> last |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    runs: dict[str, dict[str, object]] = results["runs"]  # type: ignore[assignment]
-    for name, r in runs.items():
-        plan = r.get("plan") or {}
-        per = plan.get("per_device_gib") if isinstance(plan, dict) else None
-        peak = r.get("peak_mem_gib")
-        ratio = f"{peak / per:.2f}" if isinstance(peak, float) and per else ""
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        per, peak = r.get("plan_gib"), r.get("peak_gib")
+        ratio = f"{peak / per:.2f}" if isinstance(peak, float) and isinstance(per, (int, float)) and per else ""
         mfu = f"{r['mfu']:.1%}" if isinstance(r.get("mfu"), float) else ""
         tps = f"{r['tokens_per_s']:,.0f}" if isinstance(r.get("tokens_per_s"), (int, float)) else r.get("error", "")
         loss = f"{r['first_loss']:.3f} -> {r['last_loss']:.3f}" if "first_loss" in r else ""
-        print(f"| {name} | {r.get('exit', '')} | {tps} | {mfu} | {peak or 0:.2f} | {per or ''} | {ratio} | {loss} |")
-    seed = runs.get("seed-loop", {}).get("tokens_per_s")
-    for name in ("gpt2", "gpt2-compile", "gpt2-compile-mb32"):
-        ours = runs.get(name, {}).get("tokens_per_s")
-        if seed and ours and name != "gpt2-compile-mb32":
-            print(f"{name} / seed 000 loop (same model, seq 1024, micro-batch 16): {ours / seed:.2f}x")
+        print(f"| {r['run']} | {r.get('exit', '')} | {tps} | {r.get('seq_per_s', '')} | {mfu} | {peak or 0:.2f} "
+              f"| {per or ''} | {ratio} | {loss} |")
 
 
 if __name__ == "__main__":

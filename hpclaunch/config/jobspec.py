@@ -10,7 +10,7 @@ from typing import Annotated
 from hpclaunch.config.base import Meta, StrictModel, dump, validate
 from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.config.profile import Partition, Profile, PythonEnv
-from hpclaunch.config.recipe import Recipe
+from hpclaunch.config.recipe import DeepSpeedSpec, Recipe
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.version import __version__
 
@@ -183,6 +183,18 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     @property
     def layout(self) -> str:
         return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def zero_stage(self) -> int:
+        """The ZeRO stage the job runs (0 without DeepSpeed): the recipe's, except on a single rank without
+        offload, where ZeRO partitions over one rank (saving nothing) and stage 3 still gathers and releases
+        every layer's parameters around its use: stage 0 there."""
+        if self.recipe.launcher != "deepspeed":
+            return 0
+        ds = self.recipe.deepspeed or DeepSpeedSpec()  # the launcher's defaults
+        if self.world_size == 1 and not (ds.offload_optimizer or ds.offload_param):
+            return 0
+        return ds.zero_stage
 
     @property
     def partition_spec(self) -> Partition:

@@ -202,9 +202,6 @@ def launcher_sections(r: Any) -> None:
                          "section, or use launcher torchrun for tensor parallelism")
     if r.parallel is not None and r.launcher == "torchrun":
         torch_parallel(r.parallel)
-    if r.launcher == "deepspeed" and r.train.compile:
-        raise ValueError("train.compile: torch.compile is applied by the torch engine (launcher torchrun); DeepSpeed "
-                         "runs the model eager and would ignore it: set train.compile=false with launcher deepspeed")
     if r.deepspeed is not None:
         ignored = sorted(set(r.deepspeed.config) & DS_CLIENT_KEYS)
         if ignored:

@@ -30,10 +30,11 @@ def ds_config(spec: JobSpec) -> dict[str, Any]:
     ds = spec.recipe.deepspeed or DeepSpeedSpec()  # a recipe without a deepspeed: section gets the defaults
     train = spec.recipe.train
     precision = precision_for(spec)
-    zero: dict[str, Any] = {"stage": ds.zero_stage}
-    if ds.zero_stage >= 2:
+    stage = spec.zero_stage  # 0 on a single rank (JobSpec.zero_stage)
+    zero: dict[str, Any] = {"stage": stage}
+    if stage >= 2:
         zero.update(overlap_comm=True, contiguous_gradients=True)
-    if ds.zero_stage == 3:
+    if stage == 3:
         zero.update(stage3_gather_16bit_weights_on_model_save=True)
     if ds.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": spec.profile.accelerator != "cpu"}

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from hpclaunch.plan.suggest import Suggestion
 
 
-def setup_of(spec: JobSpec) -> Setup:
+def setup_of(spec: JobSpec, facts: ModelFacts) -> Setup:
     from hpclaunch.config.precision import precision_for
     from hpclaunch.config.recipe import DeepSpeedSpec
 
@@ -28,14 +28,28 @@ def setup_of(spec: JobSpec) -> Setup:
     checkpointing = t.activation_checkpointing
     if mindspore_run:  # MindSpore recomputes with parallel.recompute, on GPU and Ascend (not on its CPU backend)
         checkpointing = bool(par and par.recompute) and spec.profile.accelerator != "cpu"
-    return Setup(engine="deepspeed" if deepspeed else "ddp", zero_stage=ds.zero_stage if deepspeed else 0,
+    return Setup(engine="deepspeed" if deepspeed else "ddp", zero_stage=spec.zero_stage,
                  offload_optimizer=deepspeed and ds.offload_optimizer, offload_param=deepspeed and ds.offload_param,
                  precision=precision_for(spec), nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                  micro_batch=t.micro_batch_size, grad_accum=spec.grad_accum, seq_len=t.seq_len,
                  checkpointing=checkpointing, accelerator=spec.profile.accelerator,
-                 compiled=t.compile and not deepspeed,
+                 compiled=t.compile,
                  tensor_parallel=par.model_parallel if par is not None and spec.recipe.launcher == "torchrun" else 1,
-                 framework="mindspore" if mindspore_run else "torch")
+                 framework="mindspore" if mindspore_run else "torch",
+                 **_forward(spec, facts.model_type, checkpointing))
+
+
+def _forward(spec: JobSpec, model_type: str, checkpointing: bool) -> dict[str, Any]:
+    """The training forward's part of the setup (config/forwards.py): whether it runs, and the share of the
+    tokens whose logits it computes."""
+    from hpclaunch.config.forwards import has_training_forward
+
+    par = spec.recipe.parallel
+    tp = par.model_parallel if par is not None and spec.recipe.launcher == "torchrun" else 1
+    if not has_training_forward(model_type, spec.recipe.task, checkpointing=checkpointing, tensor_parallel=tp):
+        return {}
+    share = spec.recipe.train.mlm_probability if spec.recipe.task == "masked-lm" else 1.0
+    return {"fast_forward": True, "logit_share": share}
 
 
 def limits_of(spec: JobSpec) -> Limits:
@@ -180,7 +194,7 @@ def _count(n: int) -> str:
 def plan_job(spec: JobSpec) -> Plan:
     """The plan of a resolved job; NoPlan (an HpclaunchError) when its model cannot be planned here."""
     facts = model_facts(spec)
-    setup = setup_of(spec)
+    setup = setup_of(spec, facts)
     limits = limits_of(spec)
     found: tuple[Suggestion, ...] = ()
     if not fits(facts, setup, limits):

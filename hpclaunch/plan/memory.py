@@ -87,6 +87,9 @@ class Setup:
     compiled: bool = False  # torch.compile: elementwise chains fused, their intermediates not kept
     tensor_parallel: int = 1  # ranks per model replica (parallel.model_parallel, torch engine)
     framework: str = "torch"  # or "mindspore" (recipes/gpt_mindspore: fp32 states, AdamWeightDecay)
+    # hpclaunch's training forward (config/forwards.py): the logits of `logit_share` of the tokens, 16-bit
+    fast_forward: bool = False
+    logit_share: float = 1.0
 
     @property
     def world_size(self) -> int:
@@ -201,8 +204,12 @@ def activation_bytes(m: ModelFacts, s: Setup) -> float:
     else:
         layers = m.layers * layer
     embeddings = 2 * tokens * h * a  # embedding output, final norm
-    # logits; for the loss their fp32 copy and log-softmax (eager), or one fused fp32 pass (compiled)
-    logits = tokens * m.vocab * (a + (4 if s.compiled else 8))
+    # logits; for the loss their fp32 copy and log-softmax (eager), or one fused fp32 pass (compiled); the
+    # training forward keeps the logits of the tokens the loss reads and, as backward starts, their gradient
+    if s.fast_forward:
+        logits = tokens * s.logit_share * m.vocab * 2 * a
+    else:
+        logits = tokens * m.vocab * (a + (4 if s.compiled else 8))
     return float(layers + embeddings + logits)
 
 

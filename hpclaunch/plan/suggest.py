@@ -34,7 +34,8 @@ def _checkpointing(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
     if s.checkpointing or (s.framework == "mindspore" and s.accelerator == "cpu"):
         return
     key = "parallel.recompute" if s.framework == "mindspore" else "train.activation_checkpointing"
-    yield _set(key, True), replace(s, checkpointing=True)
+    # checkpointed models train through the transformers forward (config/forwards.py): all the logits again
+    yield _set(key, True), replace(s, checkpointing=True, fast_forward=False, logit_share=1.0)
 
 
 def _micro_batch(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
@@ -53,15 +54,15 @@ def _zero(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
     first = s.zero_stage + 1 if s.engine == "deepspeed" else 1
     for stage in range(first, 4):
         words = (*_set("launcher", "deepspeed"),) if s.engine == "ddp" else ()
-        if s.compiled:  # torch.compile is the torch engine's (refused with launcher deepspeed)
-            words = (*words, *_set("train.compile", False))
-        # torch.compile is the torch engine's: DeepSpeed runs the model eager
-        yield (*words, *_set("deepspeed.zero_stage", stage)), replace(s, engine="deepspeed", zero_stage=stage,
-                                                                      compiled=False)
+        yield (*words, *_set("deepspeed.zero_stage", stage)), replace(s, engine="deepspeed", zero_stage=stage)
 
 
 def _offload(s: Setup) -> Iterator[tuple[tuple[str, ...], Setup]]:
-    if s.engine != "deepspeed" or s.zero_stage == 0:
+    if s.engine != "deepspeed" or (s.zero_stage == 0 and s.world_size > 1):
+        return
+    if s.zero_stage == 0:  # one rank runs stage 0 unless it offloads (JobSpec.zero_stage): offload under ZeRO-3
+        for words, setup in _offload(replace(s, zero_stage=3)):
+            yield (*_set("deepspeed.zero_stage", 3), *words), setup
         return
     if not s.offload_optimizer:
         yield _set("deepspeed.offload_optimizer", True), replace(s, offload_optimizer=True)

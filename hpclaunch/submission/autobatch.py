@@ -75,7 +75,7 @@ def choose(spec: JobSpec, per_replica: int, item: str) -> MicroBatchAuto:
                           hint=exc.hint or "give the micro-batch (--set train.micro_batch_size=N)") from None
     margin = spec.profile.defaults.memory_margin
     capped = replace(limits, device_bytes=limits.device_bytes * (1 - margin))
-    base = setup_of(spec)
+    base = setup_of(spec, facts)
 
     def at(micro: int) -> tuple[bool, float]:
         setup = replace(base, micro_batch=micro, grad_accum=max(1, per_replica // micro))

@@ -81,6 +81,17 @@ def with_checkpoint_size(spec: JobSpec) -> JobSpec:
     return replace(spec, checkpoint=replace(spec.checkpoint, plan_bytes=size))
 
 
+def at_once(spec: JobSpec) -> tuple[int, str]:
+    """The most checkpoints of a run on its disk at once, and why: the kept ones and the one being written, or
+    fewer when the run saves fewer (its periodic saves, the final one, one at a time limit)."""
+    t = spec.recipe.train
+    periodic = t.max_steps // t.save_every if t.save_every else 0
+    if periodic + 2 > CHECKPOINTS_KEPT:
+        return CHECKPOINTS_KEPT + 1, f"{CHECKPOINTS_KEPT} kept + 1 being written"
+    saves = f"{periodic} periodic, " if periodic else ""
+    return periodic + 2, f"{periodic + 2} saves at most: {saves}the final one and one at a time limit"
+
+
 def checkpoints_fit(spec: JobSpec) -> None:
     """NoRoom when (kept + 1) checkpoints of the plan's size exceed the room of the run root. Silent when no plan
     can be made here (the model's config is not staged)."""
@@ -90,12 +101,13 @@ def checkpoints_fit(spec: JobSpec) -> None:
     one = planned_checkpoint_bytes(spec)
     if one is None:
         return
-    need = one * (CHECKPOINTS_KEPT + 1)
+    count, why = at_once(spec)
+    need = one * count
     root = run_root(spec)
     left, what = room(root)
     if need > left:
-        raise NoRoom(f"{spec.recipe.name}'s checkpoints need {size_text(need)} ({CHECKPOINTS_KEPT} kept + 1 being "
-                     f"written, {size_text(one)} each by the memory plan) but {what} is {size_text(left)} "
+        raise NoRoom(f"{spec.recipe.name}'s checkpoints need {size_text(need)} ({why}, "
+                     f"{size_text(one)} each by the memory plan) but {what} is {size_text(left)} "
                      f"(run root {root})",
                      hint="set the profile's run_root to a scratch filesystem with room (run_root: "
                           "$SCRATCH/hpclaunch/runs), or free space there; queue it anyway with --skip-fit-check")

@@ -12,7 +12,7 @@ assets from the offline store, the data pipeline, the training loop, metrics and
 """
 
 from hpclaunch.config.precision import precision_for
-from hpclaunch.runtime.train import build, data, engine, job, metrics
+from hpclaunch.runtime.train import build, data, engine, fastpath, job, metrics
 from hpclaunch.runtime.train.distributed import init_distributed
 from hpclaunch.runtime.train.loop import train
 
@@ -27,11 +27,14 @@ def main() -> None:
     d = init_distributed(deepspeed=use_deepspeed, seed=t.seed, threads=t.threads_per_rank,
                          deterministic=t.deterministic)
     log = (lambda msg: print(f"[gpt2] {msg}", flush=True)) if d.is_main else (lambda msg: None)
-    how = f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}" if use_deepspeed else "DDP"
+    how = f"DeepSpeed ZeRO-{spec.zero_stage}" if use_deepspeed else "DDP"
     log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")
 
     # 2. Tokenizer and model: staged in the store (full) or generated and cached there (tiny).
     tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(j, d, log)
+    # GPT-2's blocks written out for training: fused QKV, causal FlashAttention, no cache (fastpath.py)
+    if fastpath.install(model, checkpointing=t.activation_checkpointing, tensor_parallel=d.tensor_parallel):
+        log("training forward: hpclaunch.runtime.train.fastpath (GPT-2 blocks, causal SDPA)")
 
     # 3. Data: tokenized and grouped into blocks of seq_len once (cached), sharded per rank.
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, d)

@@ -36,7 +36,7 @@ def main() -> None:
                          deterministic=t.deterministic, tensor_parallel=j.tensor_parallel)
     log = (lambda msg: print(f"[mixtral] {msg}", flush=True)) if d.is_main else (lambda msg: None)
     if use_deepspeed:
-        how = f"DeepSpeed ZeRO-{spec.recipe.deepspeed.zero_stage}"
+        how = f"DeepSpeed ZeRO-{spec.zero_stage}"
     else:
         how = f"tensor parallel {d.tensor_parallel} x data parallel {d.dp_size}" if d.tensor_parallel > 1 else "DDP"
     log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")

@@ -264,3 +264,17 @@ def test_checkpoints_that_cannot_fit_the_run_root_are_refused_with_the_numbers(
     assert not (small_filesystem / "runs").exists() or not any((small_filesystem / "runs").iterdir())
     dry = hpclaunch("submit", recipe, "--profile", str(profile), "--dry-run")
     assert dry.exit_code == 0 and "warning:" in dry.stderr and "checkpoints need" in dry.stderr
+
+
+@pytest.mark.parametrize("max_steps,save_every,count", [(5000, 1000, 3), (100, 0, 2), (100, 60, 3), (100, 200, 2)])
+def test_the_checkpoints_on_disk_at_once_follow_the_saves(max_steps: int, save_every: int, count: int) -> None:
+    """Preflight's room check counts the checkpoints a run can hold at once: 2 kept + 1 being written, or fewer
+    when it saves fewer (a run that saves only at its end: that one, and one at a time limit)."""
+    from types import SimpleNamespace
+
+    from hpclaunch.submission.space import at_once
+
+    spec = SimpleNamespace(recipe=SimpleNamespace(train=SimpleNamespace(max_steps=max_steps, save_every=save_every)))
+    got, why = at_once(spec)  # type: ignore[arg-type]
+    assert got == count
+    assert ("2 kept + 1 being written" in why) == (count == 3)

@@ -251,6 +251,7 @@ def load_tokenizer_and_model(
         folder = RunFiles(j.run_dir).model_files
         model.config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+    model.config.use_cache = False  # a training step builds no key/value cache (the saved config keeps it)
     count, held, total = held_bytes(model)
     extra: dict[str, int] = {}
     if d.tensor_parallel > 1:

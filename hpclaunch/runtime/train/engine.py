@@ -184,7 +184,8 @@ class DeepSpeedEngine:
         self.accum = int(config.get("gradient_accumulation_steps", 1))
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if leaf_modules:  # ZeRO-3 gathers these blocks whole (MoE: experts used by only some tokens)
+        stage = int(config.get("zero_optimization", {}).get("stage", 0))
+        if leaf_modules and stage == 3:  # ZeRO-3 gathers these blocks whole (MoE: experts used by only some tokens)
             from deepspeed.utils import set_z3_leaf_modules
 
             set_z3_leaf_modules(model, _leaf_classes(model, leaf_modules))
@@ -194,6 +195,11 @@ class DeepSpeedEngine:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config
         )
         self.module = self.model.module
+        # DeepSpeed's fp32 path without ZeRO clips the gradients but keeps no norm: measured here instead
+        half = any(config.get(k, {}).get("enabled") for k in ("bf16", "fp16"))
+        self.own_norm: torch.Tensor | None = None if stage or half else torch.zeros(())
+        if train.compile:  # torch.compile inside DeepSpeed's engine (its hooks stay outside the graph)
+            self.model.compile()
         self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/train/held.py)
 
     @property
@@ -209,10 +215,14 @@ class DeepSpeedEngine:
         if last and self.grad_bytes is None:
             zero = self.model.optimizer if self.model.zero_optimization() else None
             self.grad_bytes = storage_bytes(grad_tensors(self.module, zero))
+        if last and self.own_norm is not None:
+            self.own_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), float("inf")).detach()
         self.model.step()  # the optimizer steps (and clips) only at the accumulation boundary
         return loss.detach() / self.accum
 
     def step(self) -> torch.Tensor:
+        if self.own_norm is not None:
+            return self.own_norm
         norm = self.model.get_global_grad_norm()
         return norm.detach() if isinstance(norm, torch.Tensor) else torch.tensor(float(norm or 0.0))
 
