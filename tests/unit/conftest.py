@@ -33,7 +33,7 @@ UNIT = Path(__file__).resolve().parent
 @pytest.hookimpl(tryfirst=True)  # before `-m floors` selects by the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.parent == UNIT and is_floors_module(item.path):
+        if item.path.resolve().parent == UNIT and is_floors_module(item.path):
             item.add_marker(pytest.mark.floors)
 
 
