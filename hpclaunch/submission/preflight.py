@@ -21,7 +21,12 @@ Check = Callable[["JobSpec"], None]
 def _script_exists(spec: JobSpec) -> None:
     from hpclaunch.errors import ConfigError
 
-    if not spec.script_path.is_file():
+    try:
+        found = spec.script_path.is_file()
+    except OSError as exc:  # a name the file system refuses (too long: ENAMETOOLONG)
+        raise ConfigError(f"the recipe's script {spec.recipe.script!r} cannot be a file in {spec.recipe_dir}: "
+                          f"{exc.strerror}", key="script") from None
+    if not found:
         raise ConfigError(f"the recipe's script {spec.recipe.script!r} does not exist in {spec.recipe_dir}",
                           key="script")
 

@@ -67,7 +67,8 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     out = {p: submit("failmodes", "--preset", p) for p in ("raise", "port", "asset", "metrics")}
     out["metrics2"] = submit("failmodes", "--preset", "metrics")
     out["timeout"] = submit("allreduce", "--preset", "slow", "--set", "time=00:01:00")  # sleeps 300 s
-    wait([j["job_id"] for j in out.values()])
+    # not the timeout job: its test (the module's last) waits for it, so the tests before run meanwhile
+    wait([j["job_id"] for name, j in out.items() if name != "timeout"])
     yield out
     mp.undo()
 
@@ -88,12 +89,6 @@ def test_failed_job_is_diagnosed(jobs: dict, preset: str, cause: str, rank: int,
     assert d["first_failure"]["rank"] == str(rank)
     text = CliRunner().invoke(cli, ["logs", job, "--diagnose"]).output
     assert f"on rank {rank}" in text and "hint:" in text
-
-
-def test_time_limit_is_diagnosed(jobs: dict) -> None:
-    d = cli_json("logs", jobs["timeout"]["job_id"], "--diagnose")
-    assert (d["state"], d["cause"], d["rank"]) == ("TIMEOUT", "slurm_timeout", None), d
-    assert "DUE TO TIME LIMIT" in d["error"] and d["file"].endswith(f"job.{jobs['timeout']['job_id']}.out")
 
 
 def test_logs_prefix_every_rank_line(jobs: dict) -> None:
@@ -169,3 +164,11 @@ def test_follow_streams_a_running_job_until_it_ends(tmp_path: Path, monkeypatch:
     assert sorted(ln.split()[0] for ln in proc.stdout.splitlines()) == ["[rank0]", "[rank1]"]
     assert SlurmScheduler().status([job["job_id"]])[job["job_id"]].state == "COMPLETED"
     assert time.monotonic() - t < 300
+
+
+def test_time_limit_is_diagnosed(jobs: dict) -> None:
+    """Last in the module: its job runs into its 1-minute limit while the tests above run."""
+    wait([jobs["timeout"]["job_id"]])
+    d = cli_json("logs", jobs["timeout"]["job_id"], "--diagnose")
+    assert (d["state"], d["cause"], d["rank"]) == ("TIMEOUT", "slurm_timeout", None), d
+    assert "DUE TO TIME LIMIT" in d["error"] and d["file"].endswith(f"job.{jobs['timeout']['job_id']}.out")

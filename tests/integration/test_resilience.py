@@ -3,7 +3,11 @@
 the node supervisor's watchdog and is named by --diagnose; a crashed or killed rank ends the job fast; a
 job requeued again and again without a new checkpoint stops; --retries resubmits after a node-level
 failure without the blamed node and resumes from the checkpoint. Each through Slurm's commands (dev-slurm) and
-through slurmrestd (dev-slurm-rest)."""
+through slurmrestd (dev-slurm-rest), but for the hang, the killed rank and the requeues: what sets those apart
+happens inside the job (the node supervisor's watchdog; SIGKILL's exit record; the restart count), so they run
+through dev-slurm only. A REST job's own part there is checked elsewhere: a rank that fails ends it FAILED and is
+diagnosed (the crashed rank through dev-slurm-rest, below), and it requeues and runs again
+(tests/integration/test_requeue.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ def _submit_injected(env: dict[str, str], backend: Backend, inject: str, *extra:
     return sub["job_id"], Path(sub["run_dir"])
 
 
+@pytest.mark.parametrize("backend", ["dev-slurm"], indirect=True)  # in-job: see the module's docstring
 def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env, backend):  # noqa: F811
     env = backend.env(env)
     job, run_dir = _submit_injected(env, backend, "hang:1:5", "--set", "train.max_steps=400",
@@ -64,7 +69,10 @@ def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env, b
     assert not left.stdout.strip(), f"ranks still running after the job ended: {left.stdout}"
 
 
-@pytest.mark.parametrize("kind", ["crash", "kill"])
+# a killed rank through dev-slurm only: what sets it apart from a crash (SIGKILL, its exit record) is in-job
+@pytest.mark.parametrize(("kind", "backend"),
+                         [("crash", "dev-slurm"), ("kill", "dev-slurm"), ("crash", "dev-slurm-rest")],
+                         indirect=["backend"])
 def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(env, kind, backend):  # noqa: F811
     env = backend.env(env)
     job, run_dir = _submit_injected(env, backend, f"{kind}:1:3", "--set", "train.max_steps=400")
@@ -82,6 +90,7 @@ def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(en
         assert exit_record == {"rank": 1, "code": -9, "host": "node2"}
 
 
+@pytest.mark.parametrize("backend", ["dev-slurm"], indirect=True)  # in-job: see the module's docstring
 def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env, backend):  # noqa: F811
     env = backend.env(env)
     sub = submit(env, "allreduce", *backend.args, "--preset", "slow", "--layout", "1n1g")

@@ -1,7 +1,8 @@
 """End to end on the real dev Slurm cluster (scripts/dev-cluster.sh up): `hpclaunch submit` of the
 all-reduce test recipe really runs on 2 nodes x 2 ranks under torchrun and under the deepspeed launcher,
 the module the profile loads is visible in the job, `status` follows it to COMPLETED, and `cancel`
-stops a running job; each through Slurm's commands (dev-slurm) and through slurmrestd (dev-slurm-rest).
+stops a running job; each through Slurm's commands (dev-slurm) and through slurmrestd (dev-slurm-rest), but for
+torchrun's all-reduce (through dev-slurm only: see its test).
 The same recipe also runs under the `local` profile (no Slurm)."""
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ def rank_lines(run_dir: Path) -> dict[int, tuple[str, ...]]:
 
 @needs_slurm
 @pytest.mark.slurm
-@pytest.mark.parametrize("recipe,launcher", [("allreduce", "torchrun"), ("allreduce_ds", "deepspeed")])
+# torchrun through dev-slurm only: a 2 x 2 job through slurmrestd is the deepspeed one here, and torchrun through
+# slurmrestd on two nodes is tests/integration/test_slurm_rest.py's GPT-2 (the profile's module seen there too)
+@pytest.mark.parametrize(("recipe", "launcher", "backend"), [("allreduce", "torchrun", "dev-slurm"),
+                                                           ("allreduce_ds", "deepspeed", "dev-slurm"),
+                                                           ("allreduce_ds", "deepspeed", "dev-slurm-rest")],
+                         indirect=["backend"])
 def test_two_nodes_two_ranks_all_reduce(env, recipe, launcher, backend):
     env = backend.env(env)
     sub = submit(env, recipe, *backend.args, "--nodes", "2", "--gpus-per-node", "2")

@@ -1,4 +1,5 @@
-"""Factories for unit tests: a profile file and a recipe folder written into tmp_path."""
+"""Factories for unit tests: a profile file and a recipe folder written into tmp_path. The `floors` marker: which
+unit tests scripts/test-floors.sh runs at the lowest versions (tests/unit/floors.py says which and why)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.unit.floors import is_floors_module
 
 # A Slurm profile with two partitions and profile defaults, for precedence and limit tests.
 BASE_PROFILE: dict[str, Any] = {
@@ -24,6 +27,14 @@ BASE_PROFILE: dict[str, Any] = {
 }
 
 BASE_RECIPE: dict[str, Any] = {"script": "train.py", "launcher": "torchrun", "task": "test"}
+UNIT = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m floors` selects by the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.resolve().parent == UNIT and is_floors_module(item.path):
+            item.add_marker(pytest.mark.floors)
 
 
 @pytest.fixture

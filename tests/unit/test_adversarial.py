@@ -283,6 +283,8 @@ def test_inputs_that_raised_tracebacks_are_clear_errors(hpclaunch, hpc_home, tmp
     _error(_dry(hpclaunch, "allreduce", "--profile", "local", "--set", "train.max_steps=" + "9" * 5000),
            "train.max_steps")
     _error(_dry(hpclaunch, "r" * 300, "--profile", "local"), "too long")
+    _error(_dry(hpclaunch, "allreduce", "--profile", "local", "--set", "script=a" + "9" * 300),
+           "the recipe's script 'a999", "cannot be a file in", "File name too long")  # found by test_fuzz_cli
     _error(_dry(hpclaunch, "allreduce", "--profile", "p" * 300), "unknown profile")
     _error(_dry(hpclaunch, "allreduce", "--profile", "p" * 300 + ".yaml"), "too long")
     _error(_dry(hpclaunch, "~nouser-hpclaunch/x", "--profile", "local"), "no such user")
