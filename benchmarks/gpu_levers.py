@@ -5,6 +5,7 @@ AdamW, gradient clipping, torch.compile), one variant after another in one proce
     python benchmarks/gpu_levers.py                          # every variant (minutes: each compiles)
     python benchmarks/gpu_levers.py --only gpt2-fast,bert-sparse --steps 20
     python benchmarks/gpu_levers.py --tiny --device cpu      # the script itself, on a CPU, in seconds
+    python benchmarks/gpu_levers.py --only bert-sparse --snapshot bert-sparse   # where BERT's peak memory goes
 
 Tokens/s is the median of five timed windows after the warm-up (which holds the compilation); MFU counts
 hpclaunch's FLOPs per token (runtime/train/metrics.py) against the device's bf16 peak (runtime/train/peaks.py).
@@ -103,9 +104,15 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return loss.detach()
 
     t0 = time.perf_counter()
+    snapshot = dev == "cuda" and name in args.snapshot.split(",")
+    if snapshot:  # every allocation of the warm-up with its stack: open the file at https://pytorch.org/memory_viz
+        torch.cuda.memory._record_memory_history(max_entries=200_000)
     for i in range(args.warmup):
         step(i)
     sync(dev)
+    if snapshot:
+        torch.cuda.memory._dump_snapshot(str(Path(args.out, f"{name}.memory.pickle")))
+        torch.cuda.memory._record_memory_history(enabled=None)
     warm_s = time.perf_counter() - t0
     windows = []
     for _ in range(5):
@@ -138,6 +145,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="tiny models: check the script, not the GPU")
+    p.add_argument("--snapshot", default="",
+                   help="variants whose warm-up allocations are written to OUT/NAME.memory.pickle")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -10,6 +10,7 @@ checkpoint (hpclaunch/runtime/train/deadline.py): the ranks save on their own, b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -59,7 +60,7 @@ def evaluate(engine: Engine, blocks: Iterable[torch.Tensor], make_inputs: Inputs
     """Mean loss over `steps` eval batches per rank (all of them when steps is 0), averaged over ranks."""
     engine.model.eval()
     total, n = torch.zeros((), device=d.device), 0
-    with torch.no_grad():
+    with _eager(), torch.no_grad():
         for i, batch in enumerate(blocks):
             if steps and i >= steps:
                 break
@@ -67,6 +68,13 @@ def evaluate(engine: Engine, blocks: Iterable[torch.Tensor], make_inputs: Inputs
             n += 1
     engine.model.train()
     return all_reduce_mean(total / max(n, 1), d).item()
+
+
+def _eager() -> contextlib.AbstractContextManager[object]:
+    """A compiled model runs eager for evaluation: compiled, it would recompile for eval mode (its dropout
+    flags are guarded; a minute for BERT-large on an H100) to run a few batches (torch >= 2.6)."""
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    return set_stance("force_eager") if set_stance is not None else contextlib.nullcontext()
 
 
 def peak_of(job: Job, d: Dist) -> float | None:
