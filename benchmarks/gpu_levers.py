@@ -49,6 +49,11 @@ VARIANTS: dict[str, tuple[dict[str, Any], str, int, int, dict[str, Any]]] = {
     "gpt2-fast-v50304-nodrop": ({**GPT2, "vocab_size": 50304}, "causal-lm", 16, 1024, {"fast": True, "dropout": 0}),
     "gpt2-hf": (GPT2, "causal-lm", 16, 1024, {}),
     "mixtral-eager": (MIXTRAL, "causal-lm", 1, 2048, {"experts": "grouped_mm", "compile": False}),
+    # train.compile_mode (not measured yet): CUDA graphs; searched matmul kernels (minutes of compilation)
+    "gpt2-fast-v50304-graphs": ({**GPT2, "vocab_size": 50304}, "causal-lm", 16, 1024,
+                                {"fast": True, "mode": "reduce-overhead"}),
+    "gpt2-fast-v50304-autotune": ({**GPT2, "vocab_size": 50304}, "causal-lm", 16, 1024,
+                                  {"fast": True, "mode": "max-autotune-no-cudagraphs"}),
 }
 
 
@@ -88,7 +93,8 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
     dev = args.device
     model = build(config, task, opts, args.tiny).to(dev)
     flops = flops_per_token(model, seq)  # type: ignore[arg-type]
-    step_model = torch.compile(model) if opts.get("compile", True) and dev == "cuda" else model
+    compiled = opts.get("compile", True) and dev == "cuda"
+    step_model = torch.compile(model, mode=opts.get("mode", "default")) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev == "cuda")
     vocab = model.config.vocab_size
     batches = [batch(task, mb, seq, vocab, dev, bool(opts.get("fast"))) for _ in range(4)]

@@ -95,6 +95,10 @@ class TrainSpec(StrictModel, frozen=True, kw_only=True):
         False
     )
     compile: Annotated[bool, Meta(description="torch.compile the model")] = False
+    compile_mode: Annotated[
+        Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+        Meta(description="torch.compile's mode (reduce-overhead: CUDA graphs; max-autotune: searched kernels)"),
+    ] = "default"
     log_every: Annotated[int, Meta(ge=1, description="steps between metric records")] = 10
     eval_every: Annotated[int, Meta(ge=0, description="0: eval only at the end")] = 0
     eval_steps: Annotated[int, Meta(ge=0, description="batches per evaluation")] = 10

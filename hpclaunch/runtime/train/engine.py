@@ -76,7 +76,7 @@ class TorchEngine:
         )
         self.model: torch.nn.Module = model if self.ddp is None else self.ddp
         if train.compile:
-            self.model = cast(torch.nn.Module, torch.compile(self.model))  # an OptimizedModule
+            self.model = cast(torch.nn.Module, torch.compile(self.model, mode=train.compile_mode))  # OptimizedModule
         self.optimizer = make_optimizer(model, train, d.accelerator)
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
@@ -199,7 +199,7 @@ class DeepSpeedEngine:
         half = any(config.get(k, {}).get("enabled") for k in ("bf16", "fp16"))
         self.own_norm: torch.Tensor | None = None if stage or half else torch.zeros(())
         if train.compile:  # torch.compile inside DeepSpeed's engine (its hooks stay outside the graph)
-            self.model.compile()
+            self.model.compile(compile_kwargs={"mode": train.compile_mode})
         self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/train/held.py)
 
     @property
