@@ -40,7 +40,7 @@ def gpt2_forward(model: Any) -> Any:
     heads, width = cfg.n_head, cfg.n_embd
     act = tr.h[0].mlp.act
 
-    def forward(input_ids: torch.Tensor, labels: torch.Tensor | None = None, **_: Any) -> Output:
+    def forward(input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> Output:  # no padding masks
         b, t = input_ids.shape
         pos = torch.arange(t, device=input_ids.device)
         x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
