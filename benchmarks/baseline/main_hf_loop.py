@@ -25,6 +25,7 @@ from transformers import default_data_collator, get_scheduler
 from hpclaunch.config.jobspec import load_jobspec
 from hpclaunch.runtime.train import build, data
 from hpclaunch.runtime.train.distributed import Dist
+from hpclaunch.runtime.train.tokenizer import load_tokenizer
 
 
 def print_rank_0(message):
@@ -68,7 +69,7 @@ if __name__ == "__main__":
     torch.manual_seed(123)
     spec = load_jobspec(args.config)
     d = Dist(dist.get_rank(), world_size, local_rank, args.device, backend, device)
-    tokenizer, src = build.load_tokenizer(spec, d)
+    tokenizer, src = load_tokenizer(spec, d)
     model, _ = build.load_model(spec, tokenizer, d)
     batch_size, seq_len = spec.recipe.train.micro_batch_size, spec.recipe.train.seq_len
     model = model.to(device)

@@ -99,6 +99,16 @@ class TrainSpec(StrictModel, frozen=True, kw_only=True):
         Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
         Meta(description="torch.compile's mode (reduce-overhead: CUDA graphs; max-autotune: searched kernels)"),
     ] = "default"
+    model_code: Annotated[
+        Literal["auto", "transformers"],
+        Meta(description="auto: GPT-2 trains on hpclaunch's torch-only copy of transformers' model (same weights and "
+                         "loss, a faster rank start); transformers: always transformers' model classes"),
+    ] = "auto"
+    grad_sync: Annotated[
+        Literal["auto", "ddp", "hooks"],
+        Meta(description="data-parallel gradients (torch engine): auto = ddp when compiling, else hooks; ddp: torch's "
+                         "DistributedDataParallel; hooks: hpclaunch's bucketed all-reduce (no torch._dynamo import)"),
+    ] = "auto"
     log_every: Annotated[int, Meta(ge=1, description="steps between metric records")] = 10
     eval_every: Annotated[int, Meta(ge=0, description="0: eval only at the end")] = 0
     eval_steps: Annotated[int, Meta(ge=0, description="batches per evaluation")] = 10

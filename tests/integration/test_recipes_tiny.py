@@ -129,11 +129,15 @@ def test_gpt2_tiny_trains_under_ddp(home, gpt2_ddp):
 
 def test_a_torchrun_rank_imports_no_deepspeed(gpt2_ddp):
     """DDP needs no DeepSpeed: no rank imports it (its start-up record says so) and no rank log shows its
-    accelerator warning ("Setting accelerator to CPU" from real_accelerator.py), which a DeepSpeed import prints."""
+    accelerator warning ("Setting accelerator to CPU" from real_accelerator.py), which a DeepSpeed import prints.
+    GPT-2 trains on hpclaunch's torch-only model: rank 1, which never builds the store's generated assets (rank 0
+    does, once per store), imports no transformers either."""
+    assert "model code: GPT-2 (hpclaunch.runtime.train.gpt2" in (gpt2_ddp / "logs" / "rank-0.restart-0.log").read_text()
     for rank in (0, 1):
         (start,) = records(gpt2_ddp, "startup", rank=rank)
-        assert "torch" in start["packages"] and "transformers" in start["packages"], start
+        assert "torch" in start["packages"], start
         assert "deepspeed" not in start["packages"], start
+        assert rank == 0 or "transformers" not in start["packages"], start
         assert start["cpu_s"] == pytest.approx(start["user_s"] + start["sys_s"], abs=0.002) and start["cpu_s"] > 0
         log = (gpt2_ddp / "logs" / f"rank-{rank}.restart-0.log").read_text()
         assert "real_accelerator" not in log and "ds_accelerator" not in log, log[:2000]
@@ -153,6 +157,18 @@ def test_a_torchrun_rank_that_builds_the_generated_model_imports_no_deepspeed(tm
     # the weights built here are those of the shared store's model: the same losses as the reference run's
     cold, warm = losses(run_dir), losses(gpt2_ddp)
     assert sorted(cold) == [1, 2] and all(cold[step] == warm[step] for step in cold), (cold, warm)
+
+
+def test_gpt2_on_transformers_model_and_ddp_gives_the_same_losses(home, gpt2_ddp):
+    """The old path, asked for by name (transformers' GPT2LMHeadModel, torch's DDP), trains to the very same losses
+    as hpclaunch's torch-only GPT-2 with its hook-based all-reduce: the same weights and the same arithmetic."""
+    run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, "--set", "train.model_code=transformers",
+                     "--set", "train.grad_sync=ddp")
+    assert "model code:" not in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
+    for rank in (0, 1):
+        (start,) = records(run_dir, "startup", rank=rank)
+        assert "transformers" in start["packages"], start
+    assert losses(run_dir) == losses(gpt2_ddp)
 
 
 # 10 steps, logged every 2, no intermediate checkpoint: enough to see the loss fall

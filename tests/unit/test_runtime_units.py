@@ -199,7 +199,7 @@ def test_perplexity_is_exp_of_the_mean_loss():
 def test_a_generated_tokenizer_names_the_class_transformers_4_and_5_both_load(tmp_path, kind):
     """The store's generated tokenizers are shared by jobs whose environments may have transformers 4 or 5: 5
     writes its own class name (TokenizersBackend), which 4.x refuses; the runtime writes the name both load."""
-    from hpclaunch.runtime.train.build import _train_tokenizer
+    from hpclaunch.runtime.train.tokenizer import _train_tokenizer
 
     _train_tokenizer(kind, 120, ["to be or not to be that is the question"] * 20, tmp_path)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())

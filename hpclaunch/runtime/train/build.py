@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hpclaunch.config.overrides import apply_overrides, read_override, set_dropout
 from hpclaunch.runtime.train.assets import fingerprint, generated, hub_asset, job_store
-from hpclaunch.runtime.train.corpus import builtin_corpus
 from hpclaunch.runtime.train.generate_model import auto_class, build_in_child
 from hpclaunch.runtime.train.held import is_sharded, local
 from hpclaunch.runtime.train.metrics import MetricsWriter, full_numel
+from hpclaunch.runtime.train.tokenizer import LazyTokenizer, load_tokenizer, tokenizer_path
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
+    import torch
     from transformers import (
         PreTrainedConfig,
         PreTrainedModel,
@@ -35,93 +36,13 @@ if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.recipe import ModelSpec
     from hpclaunch.runtime.train.distributed import Dist
+    from hpclaunch.runtime.train.gpt2 import GPT2
     from hpclaunch.runtime.train.job import Job
-
-_BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-_EOS = "<|endoftext|>"
-
 
 def _model_spec(spec: JobSpec) -> ModelSpec:
     m = spec.recipe.model
     assert m is not None, f"recipe {spec.recipe.name} has no model section"
     return m
-
-
-def _train_tokenizer(kind: str, vocab_size: int, texts: list[str], out: Path) -> None:
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    if kind == "wordpiece":  # BERT-style, uncased
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        tok.train_from_iterator(
-            texts,
-            trainers.WordPieceTrainer(
-                vocab_size=vocab_size, special_tokens=_BERT_SPECIALS, show_progress=False
-            ),
-        )
-        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
-        )
-        fast = PreTrainedTokenizerFast(
-            tokenizer_object=tok,
-            unk_token="[UNK]",
-            pad_token="[PAD]",
-            cls_token="[CLS]",
-            sep_token="[SEP]",
-            mask_token="[MASK]",
-        )
-    else:  # GPT-2-style byte-level BPE; every record ends with the end-of-text token
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator(
-            texts,
-            trainers.BpeTrainer(
-                vocab_size=vocab_size,
-                special_tokens=[_EOS],
-                show_progress=False,
-                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            ),
-        )
-        eos = tok.token_to_id(_EOS)
-        tok.post_processor = processors.TemplateProcessing(single=f"$A {_EOS}", special_tokens=[(_EOS, eos)])
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=_EOS, eos_token=_EOS, unk_token=_EOS)
-    fast.save_pretrained(out)
-    # transformers 5 names its class TokenizersBackend, which 4.x cannot load: the name both load (the store is
-    # shared by jobs whose environments may have either)
-    config = out / "tokenizer_config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "tokenizer_class": "PreTrainedTokenizerFast"},
-                                 indent=2))
-
-
-def load_tokenizer(spec: JobSpec, d: Dist) -> tuple[PreTrainedTokenizerBase, str]:
-    """(tokenizer, where it came from)."""
-    from transformers import AutoTokenizer
-
-    t = spec.recipe.tokenizer
-    if t is not None and t.source == "train":
-        corpus = spec.recipe.dataset.corpus if spec.recipe.dataset else None
-        if not corpus:
-            raise ValueError("tokenizer.source: train needs dataset.source: builtin with a corpus")
-        key = fingerprint("tokenizer", t.kind, t.vocab_size, corpus, 2)  # 2: loadable by transformers 4 and 5
-        path = generated(
-            job_store(spec),
-            "tokenizers",
-            key,
-            lambda out: _train_tokenizer(t.kind, t.vocab_size, builtin_corpus(corpus)["train"], out),
-            d,
-        )
-    else:
-        repo = (t.repo if t and t.repo else None) or _model_spec(spec).repo
-        assert repo is not None, "no tokenizer.repo and no model.repo"
-        path = hub_asset(spec, "model", repo, t.revision if t else "main")
-    return AutoTokenizer.from_pretrained(path), str(path)
 
 
 def model_config(spec: JobSpec, tokenizer: PreTrainedTokenizerBase) -> tuple[PreTrainedConfig, list[str]]:
@@ -139,13 +60,43 @@ def model_config(spec: JobSpec, tokenizer: PreTrainedTokenizerBase) -> tuple[Pre
     else:
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         config = AutoConfig.from_pretrained(hub_asset(spec, "model", m.repo, m.revision))
+    return config, recipe_changes(config, spec)
+
+
+def recipe_changes(config: Any, spec: JobSpec) -> list[str]:
+    """Apply the recipe's model.config keys, override_config.json and train.dropout to `config` (a transformers
+    config or gpt2.Config), in that order; 'key: old -> new' lines for the log."""
+    m = _model_spec(spec)
     changes = apply_overrides(config, dict(m.config), source=f"recipe {spec.recipe.name}: model.config")
     if m.override_config:
         path = Path(spec.recipe_dir) / m.override_config
         changes += apply_overrides(config, read_override(path), source=str(path))
     if spec.recipe.train.dropout is not None:
         set_dropout(config, spec.recipe.train.dropout)
-    return config, changes
+    return changes
+
+
+_CHANGES = "hpclaunch-config-changes.json"  # beside a generated model: the recipe's changes, for the log
+
+
+def generated_model(spec: JobSpec, tokenizer_src: str, d: Dist,
+                    config_of: Callable[[], tuple[PreTrainedConfig, list[str]]]) -> tuple[Path, list[str]]:
+    """(the folder of the recipe's generated model, the recipe's config changes). Keyed by what the config is made
+    of (model type, the recipe's keys, override file, dropout, the tokenizer, the seed), so finding it needs no
+    transformers; built once per store by rank 0 with the config `config_of()` makes (a cold store only)."""
+    m, seed = _model_spec(spec), spec.recipe.train.seed
+    override = read_override(Path(spec.recipe_dir) / m.override_config) if m.override_config else None
+    made_of = {"model_type": m.model_type, "config": dict(m.config), "override": override,
+               "dropout": spec.recipe.train.dropout, "tokenizer": tokenizer_src}
+
+    def build(out: Path) -> None:  # rank 0 alone, in a child: no DeepSpeed import here, no ZeRO-3 init there
+        config, changes = config_of()
+        build_in_child(config, spec.recipe.task, seed, out)
+        (out / _CHANGES).write_text(json.dumps(changes))
+
+    key = fingerprint("model", spec.recipe.task, made_of, seed, 2)  # 2: keyed by the inputs, not the config
+    path = generated(job_store(spec), "models", key, build, d)
+    return path, json.loads((path / _CHANGES).read_text())
 
 
 _ZERO3: list[Any] = []  # the HfDeepSpeedConfig of this process: transformers holds only a weak reference
@@ -166,8 +117,8 @@ def zero3_at_load(deepspeed_config: Path | None) -> bool:
     return True
 
 
-def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
-               deepspeed_config: Path | None = None) -> tuple[PreTrainedModel, list[str]]:
+def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist, deepspeed_config: Path | None = None,
+               tokenizer_src: str | None = None) -> tuple[PreTrainedModel, list[str]]:
     """(model in fp32, config changes). Weights: the staged checkpoint, or a random init with the job's
     seed built once by rank 0 and cached in the store. With a ZeRO-3 `deepspeed_config` the model comes
     back partitioned over the ranks (each holds its shard); otherwise whole, on the CPU."""
@@ -180,13 +131,8 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
     config, changes = model_config(spec, tokenizer)
     auto = auto_class(spec.recipe.task)
     if m.source == "generate":
-        seed = spec.recipe.train.seed
-
-        def build(out: Path) -> None:  # rank 0 alone, in a child: no DeepSpeed import here, no ZeRO-3 init there
-            build_in_child(config, spec.recipe.task, seed, out)
-
-        key = fingerprint("model", spec.recipe.task, config.to_dict(), seed, 1)
-        path = generated(job_store(spec), "models", key, build, d)
+        src = tokenizer_src or str(tokenizer_path(spec, d))
+        path, _ = generated_model(spec, src, d, lambda: (config, changes))
     else:
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
@@ -212,7 +158,7 @@ def load_model(spec: JobSpec, tokenizer: PreTrainedTokenizerBase, d: Dist,
     return model, changes
 
 
-def held_bytes(model: PreTrainedModel) -> tuple[int, int, int]:
+def held_bytes(model: torch.nn.Module) -> tuple[int, int, int]:
     """(parameters, bytes of parameters this rank holds, bytes of the whole model's parameters): under
     ZeRO-3 a rank holds its shard (`ds_tensor`), under tensor parallelism its DTensor shards, elsewhere
     the whole tensor."""
@@ -227,7 +173,7 @@ def held_bytes(model: PreTrainedModel) -> tuple[int, int, int]:
     return count, held, total
 
 
-def sharded_bytes(model: PreTrainedModel) -> tuple[int, int]:
+def sharded_bytes(model: torch.nn.Module) -> tuple[int, int]:
     """Tensor parallel: (bytes of the weights split over the mesh, the bytes of them this rank holds)."""
     whole = mine = 0
     for p in model.parameters():
@@ -237,14 +183,68 @@ def sharded_bytes(model: PreTrainedModel) -> tuple[int, int]:
     return whole, mine
 
 
+def why_not_lean(spec: JobSpec, d: Dist, deepspeed_config: Path | None) -> str | None:
+    """Why the job's model comes from transformers rather than hpclaunch's torch-only GPT-2 (gpt2.py), read off the
+    spec alone; None when it may (the config itself is checked once known: gpt2.unsupported)."""
+    m, t = _model_spec(spec), spec.recipe.train
+    if t.model_code == "transformers":
+        return "train.model_code: transformers"
+    if spec.recipe.task != "causal-lm" or (m.source == "generate" and m.model_type != "gpt2"):
+        return "not a GPT-2 causal LM"
+    if deepspeed_config is not None:
+        return "the DeepSpeed engine"
+    if t.activation_checkpointing:
+        return "activation checkpointing (transformers' own)"
+    if d.tensor_parallel > 1:
+        return "tensor parallel (transformers' plan)"
+    return None
+
+
+def lean_model(spec: JobSpec, d: Dist, tokenizer: LazyTokenizer) -> tuple[GPT2, list[str]] | None:
+    """(hpclaunch's GPT-2 with the job's weights, the config changes), or None where its config or weights are not
+    ones it takes (then transformers' model is loaded)."""
+    from hpclaunch.runtime.train import gpt2
+
+    m = _model_spec(spec)
+    if m.source == "generate":
+        src = str(tokenizer.path)
+        path, changes = generated_model(spec, src, d, lambda: model_config(spec, tokenizer.loaded()))
+        config = gpt2.Config.from_pretrained(path)
+    else:
+        assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
+        path = hub_asset(spec, "model", m.repo, m.revision)
+        config = gpt2.Config.from_pretrained(path)
+        if gpt2.unsupported(config) is not None:
+            return None
+        changes = recipe_changes(config, spec)
+        if len(tokenizer) > config.vocab_size:  # transformers would resize the embeddings
+            return None
+    if gpt2.unsupported(config) is not None or not (path / gpt2.WEIGHTS).is_file():
+        return None
+    return gpt2.GPT2.from_pretrained(path, config), changes
+
+
 def load_tokenizer_and_model(
     j: Job, d: Dist, log: Callable[[str], None]
-) -> tuple[PreTrainedTokenizerBase, str, PreTrainedModel]:
+) -> tuple[PreTrainedTokenizerBase | LazyTokenizer, str, PreTrainedModel | GPT2]:
     """The tokenizer (and where it came from, which keys the data cache) and the model, logging the
     config changes made by overrides and the parameter count; each rank records in its metrics the
-    parameter bytes it holds right after the load (ZeRO-3: its shard)."""
-    tokenizer, tokenizer_src = load_tokenizer(j.spec, d)
-    model, changes = load_model(j.spec, tokenizer, d, j.deepspeed_config)
+    parameter bytes it holds right after the load (ZeRO-3: its shard).
+
+    A GPT-2 that hpclaunch's torch-only model can stand in for (why_not_lean, lean_model) comes with a tokenizer
+    that loads only if a text is tokenized: the rank then imports neither transformers nor its torch parts."""
+    lean = None
+    if why_not_lean(j.spec, d, j.deepspeed_config) is None:
+        lazy = LazyTokenizer(tokenizer_path(j.spec, d))
+        lean = lean_model(j.spec, d, lazy)
+    tokenizer: PreTrainedTokenizerBase | LazyTokenizer
+    model: PreTrainedModel | GPT2
+    if lean is not None:
+        tokenizer, tokenizer_src, (model, changes) = lazy, str(lazy.path), lean
+        log(f"model code: {model.model_name}")
+    else:
+        tokenizer, tokenizer_src = load_tokenizer(j.spec, d)
+        model, changes = load_model(j.spec, tokenizer, d, j.deepspeed_config, tokenizer_src)
     for change in changes:
         log(f"config {change}")
     if d.is_main:  # what `hpclaunch export` needs besides the weights (config, tokenizer): a few kB

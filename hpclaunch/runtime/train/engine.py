@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import torch
 
 from hpclaunch.runtime.train.checkpoint import to_cpu
+from hpclaunch.runtime.train.gradsync import GradSync
 from hpclaunch.runtime.train.held import grad_tensors, held_states, storage_bytes
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
 
@@ -60,6 +61,14 @@ class Engine(Protocol):
     def held_states(self) -> dict[str, int]: ...
 
 
+def grad_sync(train: TrainSpec) -> str:
+    """How a data-parallel torch engine averages gradients: train.grad_sync, where `auto` is DDP for a compiled
+    model (torch._dynamo is imported anyway; its DDPOptimizer splits the graph at DDP's buckets), else hooks."""
+    if train.grad_sync != "auto":
+        return train.grad_sync
+    return "ddp" if train.compile else "hooks"
+
+
 class TorchEngine:
     def __init__(self, model: PreTrainedModel, train: TrainSpec, d: Dist, precision: str, grad_accum: int) -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -70,10 +79,14 @@ class TorchEngine:
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.module = model
-        # DDP when there are peers; its no_sync() skips the all-reduce on the micro-steps before the last
-        self.ddp: DistributedDataParallel | None = (
-            None if d.world_size == 1 else DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
-        )
+        # With peers, DDP or hpclaunch's GradSync (train.grad_sync; gradsync.py: DDP's work without importing
+        # torch._dynamo); either's no_sync() skips the all-reduce on the micro-steps before the last
+        self.ddp: DistributedDataParallel | None = None
+        self.grads: GradSync | None = None
+        if d.world_size > 1 and grad_sync(train) == "ddp":
+            self.ddp = DDP(model, device_ids=None if d.accelerator == "cpu" else [d.device])
+        elif d.world_size > 1:
+            self.grads = GradSync(model)
         self.model: torch.nn.Module = model if self.ddp is None else self.ddp
         if train.compile:
             self.model = cast(torch.nn.Module, torch.compile(self.model, mode=train.compile_mode))  # OptimizedModule
@@ -99,7 +112,8 @@ class TorchEngine:
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-step of an optimizer step (a single rank has no
         # all-reduce; with torch.compile, self.model wraps the DDP module whose no_sync is used here).
-        sync = contextlib.nullcontext() if last or self.ddp is None else self.ddp.no_sync()
+        syncer = self.ddp or self.grads
+        sync = contextlib.nullcontext() if last or syncer is None else syncer.no_sync()
         with sync:
             with self.autocast():
                 loss = self.model(**inputs).loss / self.accum
@@ -107,6 +121,8 @@ class TorchEngine:
         return loss.detach()
 
     def step(self) -> torch.Tensor:
+        if self.grads:
+            self.grads.wait()  # the all-reduces launched during backward, averaged into .grad
         if self.scaler:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         if self.grad_bytes is None:

@@ -19,44 +19,46 @@ keep the transformers forward (its checkpointing and DTensor paths).
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from hpclaunch.config.forwards import TRAINING_FORWARDS, has_training_forward
 
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel
-
 
 class Output(types.SimpleNamespace):
     loss: torch.Tensor
 
 
-def gpt2_forward(model: Any) -> Any:
-    """GPT2LMHeadModel.forward for training: (input_ids, labels) -> Output(loss)."""
+def gpt2_train_forward(model: Any, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> Output:
+    """GPT2LMHeadModel's training forward on `model`'s modules (transformers' model, or hpclaunch's own in
+    gpt2.py, which has the same modules): (input_ids, labels) -> Output(loss); no padding masks."""
     tr, cfg = model.transformer, model.config
     heads, width = cfg.n_head, cfg.n_embd
-    act = tr.h[0].mlp.act
+    b, t = input_ids.shape
+    pos = torch.arange(t, device=input_ids.device)
+    x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
+    attn_p = cfg.attn_pdrop if model.training else 0.0
+    for block in tr.h:
+        q, k, v = block.attn.c_attn(block.ln_1(x)).split(width, dim=2)
+        q, k, v = (z.view(b, t, heads, width // heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=attn_p, is_causal=True)
+        x = x + block.attn.resid_dropout(block.attn.c_proj(y.transpose(1, 2).reshape(b, t, width)))
+        x = x + block.mlp.dropout(block.mlp.c_proj(block.mlp.act(block.mlp.c_fc(block.ln_2(x)))))
+    logits = model.lm_head(tr.ln_f(x))
+    if labels is None:
+        return Output(loss=None, logits=logits)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1),
+                           ignore_index=-100)
+    return Output(loss=loss)
+
+
+def gpt2_forward(model: Any) -> Any:
+    """GPT2LMHeadModel.forward for training: (input_ids, labels) -> Output(loss)."""
 
     def forward(input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> Output:  # no padding masks
-        b, t = input_ids.shape
-        pos = torch.arange(t, device=input_ids.device)
-        x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
-        attn_p = cfg.attn_pdrop if model.training else 0.0
-        for block in tr.h:
-            q, k, v = block.attn.c_attn(block.ln_1(x)).split(width, dim=2)
-            q, k, v = (z.view(b, t, heads, width // heads).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=attn_p, is_causal=True)
-            x = x + block.attn.resid_dropout(block.attn.c_proj(y.transpose(1, 2).reshape(b, t, width)))
-            x = x + block.mlp.dropout(block.mlp.c_proj(act(block.mlp.c_fc(block.ln_2(x)))))
-        logits = model.lm_head(tr.ln_f(x))
-        if labels is None:
-            return Output(loss=None, logits=logits)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1),
-                               ignore_index=-100)
-        return Output(loss=loss)
+        return gpt2_train_forward(model, input_ids, labels)
 
     return forward
 
@@ -93,9 +95,11 @@ _FORWARDS = {"GPT2LMHeadModel": gpt2_forward, "BertForMaskedLM": sparse_mlm_forw
 assert set(_FORWARDS) == set(TRAINING_FORWARDS.values()), "the memory plan counts what fastpath installs"
 
 
-def install(model: PreTrainedModel, *, checkpointing: bool, tensor_parallel: int) -> str | None:
+def install(model: Any, *, checkpointing: bool, tensor_parallel: int) -> str | None:
     """Give `model` its training forward when there is one for its class: the class name it was given for,
-    or None (the transformers forward stays)."""
+    or None (the transformers forward stays). hpclaunch's own GPT-2 (gpt2.py) has it as its forward already."""
+    if getattr(model, "training_forward", False):
+        return type(model).__name__
     make = _FORWARDS.get(type(model).__name__)
     task = "masked-lm" if type(model).__name__.endswith("MaskedLM") else "causal-lm"
     if make is None or not has_training_forward(model.config.model_type, task, checkpointing=checkpointing,

@@ -9,6 +9,7 @@ the distinct storages. Written once per run, after the first optimizer step, as 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,8 +27,16 @@ def _tensors(value: Any, depth: int = 2) -> Iterator[torch.Tensor]:
             yield from _tensors(v, depth - 1)
 
 
+def _dtensors_exist() -> bool:
+    """Whether any DTensor can exist in this process: not before torch.distributed.tensor was imported (a second
+    of CPU with sympy, which a rank without tensor parallelism need not pay to find out)."""
+    return "torch.distributed.tensor" in sys.modules
+
+
 def local(t: torch.Tensor) -> torch.Tensor:
     """The part of a tensor this rank stores: a DTensor's local shard (tensor parallel), any other tensor itself."""
+    if not _dtensors_exist():
+        return t
     from torch.distributed.tensor import DTensor
 
     return t._local_tensor if isinstance(t, DTensor) else t
@@ -35,6 +44,8 @@ def local(t: torch.Tensor) -> torch.Tensor:
 
 def is_sharded(t: torch.Tensor) -> bool:
     """A DTensor split (not replicated) over some dimension of its mesh that has more than one rank."""
+    if not _dtensors_exist():
+        return False
     from torch.distributed.tensor import DTensor, Replicate
 
     if not isinstance(t, DTensor):

@@ -19,13 +19,14 @@ def main() -> None:
     import torch
 
     from hpclaunch.config.jobspec import load_jobspec
-    from hpclaunch.runtime.train import build, data
+    from hpclaunch.runtime.train import data
     from hpclaunch.runtime.train.distributed import Dist
+    from hpclaunch.runtime.train.tokenizer import load_tokenizer
 
     spec = load_jobspec(sys.argv[1])
     alone = Dist(rank=0, world_size=1, local_rank=0, accelerator="cpu", backend="gloo", device=torch.device("cpu"))
     t0 = time.monotonic()
-    tokenizer, tokenizer_src = build.load_tokenizer(spec, alone)
+    tokenizer, tokenizer_src = load_tokenizer(spec, alone)
     blocks = data.prepare_blocks(spec, tokenizer, tokenizer_src, alone)
     print(json.dumps({
         "recipe": spec.recipe.name,
