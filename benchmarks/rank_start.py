@@ -40,6 +40,9 @@ IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
 EXTRA: list[str] = []  # --set options for every job (--no-health)
+# --variants: the rank's model and gradient averaging. `lean`: hpclaunch's torch-only GPT-2 and hook-based all-reduce
+# (the default); `transformers`: transformers' GPT2LMHeadModel and torch's DDP (the path before them)
+VARIANTS = {"lean": (), "transformers": ("--set", "train.model_code=transformers", "--set", "train.grad_sync=ddp")}
 
 
 def submit(tree: Path, home: Path, nodes: int, *extra: str) -> Path:
@@ -76,8 +79,9 @@ def node_cpu(run_dir: Path) -> float:
     return statistics.median(last) if last else 0.0
 
 
-def one_job(tree: Path, home: Path, nodes: int, agent: str = "torchrun") -> dict:
-    run_dir = submit(tree, home, nodes, *(["--set", f"launch.agent={agent}"] if agent != "torchrun" else []))
+def one_job(tree: Path, home: Path, nodes: int, agent: str = "torchrun", variant: str = "lean") -> dict:
+    run_dir = submit(tree, home, nodes, *(["--set", f"launch.agent={agent}"] if agent != "torchrun" else []),
+                     *VARIANTS[variant])
     recs, t = startup_records(run_dir), timeline(run_dir)
     if len(recs) != nodes:
         raise SystemExit(f"{run_dir}: {len(recs)} startup records for {nodes} ranks (an uninstrumented tree?)")
@@ -85,7 +89,8 @@ def one_job(tree: Path, home: Path, nodes: int, agent: str = "torchrun") -> dict
     stamped = [p for p in PHASES[1:-1] if p in t]  # from started to first_step
     for a, b in zip(stamped, stamped[1:], strict=False):
         spans[b] = round(t[b] - t[a], 2)
-    return {"run_dir": str(run_dir), "nodes": nodes, "agent": agent, "node_cpu_s": node_cpu(run_dir),
+    return {"run_dir": str(run_dir), "nodes": nodes, "agent": agent, "variant": variant,
+            "node_cpu_s": node_cpu(run_dir),
             "startup_s": round(t["first_step"] - t["started"], 2),
             "cpu_s": statistics.median(r["cpu_s"] for r in recs), "cpu_max_s": max(r["cpu_s"] for r in recs),
             "packages": recs[0]["packages"], "spans": spans}
@@ -119,6 +124,7 @@ def main() -> None:
     parser.add_argument("--importtime", action="store_true", help="also one job with PYTHONPROFILEIMPORTTIME=1")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--agents", default="torchrun", help="comma-separated launch.agent values (torchrun,none)")
+    parser.add_argument("--variants", default="lean", help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--no-health", action="store_true", help="without the health check before the launch")
     parser.add_argument("--home", type=Path, help="HPCLAUNCH_HOME to keep the runs in (default: a temporary one)")
     args = parser.parse_args()
@@ -129,19 +135,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home.resolve() if args.home else Path(tmp)
         submit(tree, home, 1)  # warm-up: generated tokenizer, model and data cached in the store
-        rows: dict[tuple[str, int], list[dict]] = {(a, n): [] for a in args.agents.split(",") for n in nodes}
+        rows: dict[tuple[str, str, int], list[dict]] = {
+            (a, v, n): [] for a in args.agents.split(",") for v in args.variants.split(",") for n in nodes}
         for _ in range(args.runs):
-            for agent, n in rows:
-                row = one_job(tree, home, n, agent)
-                rows[agent, n].append(row)
+            for agent, variant, n in rows:
+                row = one_job(tree, home, n, agent, variant)
+                rows[agent, variant, n].append(row)
                 print(json.dumps(row), flush=True)
         print(f"\n{tree}: median of {args.runs}, load average {os.getloadavg()[0]:.1f} at the end")
-        print("| launch.agent | nodes x 1 rank | CPU s per rank | CPU s per node (job) | started -> first step s "
-              "| spans (median s) |\n|---|---|---|---|---|---|")
-        for (agent, n), rs in rows.items():
+        print("| launch.agent | model, gradients | nodes x 1 rank | CPU s per rank | CPU s per node (job) "
+              "| started -> first step s | spans (median s) |\n|---|---|---|---|---|---|---|")
+        for (agent, variant, n), rs in rows.items():
             spans = {k: statistics.median(r["spans"].get(k, 0.0) for r in rs) for k in rs[0]["spans"]}
             text = ", ".join(f"{k} {v:.2f}" for k, v in spans.items())
-            print(f"| {agent} | {n} | {statistics.median(r['cpu_s'] for r in rs):.2f} | "
+            print(f"| {agent} | {variant} | {n} | {statistics.median(r['cpu_s'] for r in rs):.2f} | "
                   f"{statistics.median(r['node_cpu_s'] for r in rs):.2f} | "
                   f"{statistics.median(r['startup_s'] for r in rs):.2f} | {text} |")
         if args.importtime:

@@ -221,6 +221,7 @@ def lean_model(spec: JobSpec, d: Dist, tokenizer: LazyTokenizer) -> tuple[GPT2, 
             return None
     if gpt2.unsupported(config) is not None or not (path / gpt2.WEIGHTS).is_file():
         return None
+    config.loss_type = "ForCausalLM"  # as load_model names it: the exported config.json loads without a warning
     return gpt2.GPT2.from_pretrained(path, config), changes
 
 
