@@ -302,6 +302,7 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     assert staged.exit_code == 0, staged.output
     out = staged.output
     assert 'export HPCLAUNCH_NODE_SCRATCH="${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"' in out
+    assert "export HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS=3\n" in out
     pack = ('HPCLAUNCH_ENV_KEY=$(python -m hpclaunch.runtime.node.envstage pack '
             '--cache "${HOME}/.hpclaunch/assets/envs")')
     assert pack in out
@@ -312,10 +313,12 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     data = yaml.safe_load((REPO / "cluster_profiles" / "dev-slurm.yaml").read_text())
     data["assets"]["stage"] = "node-local"
     data["node_scratch"] = "/local/scratch"
+    data["node_scratch_keep_days"] = 0.5
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
     assets = hpclaunch("submit", "allreduce", "--profile", str(tmp_path / "p.yaml"), "--dry-run")
     assert assets.exit_code == 0, assets.output
     assert "export HPCLAUNCH_NODE_SCRATCH=/local/scratch" in assets.output
+    assert "export HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS=0.5\n" in assets.output
     assert "export HPCLAUNCH_NODE_ASSETS=1; " in assets.output and "envstage" not in assets.output
 
 
