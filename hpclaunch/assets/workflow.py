@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.assets import overssh
 from hpclaunch.assets.requests import AssetRequest, merge, parse_dataset, parse_model, requests_for_spec
 from hpclaunch.assets.stage import Event, StageResult, endpoints_for, stage_many
 from hpclaunch.assets.store import store_root
@@ -67,9 +68,8 @@ def plan_stage(profile: str, specs: Sequence[JobSpec] = (), *, models: Sequence[
         raise NothingToStage("nothing to stage: give a RECIPE, --model or --dataset")
     urls = endpoints_for(endpoints, prof.assets.mirror, prof.assets.endpoints)
     if prof.remote is not None:  # staged here (where the network is), then copied to the login node's store
-        from hpclaunch.assets.overssh import outbox
-
-        return StagePlan(outbox(prof.remote.host), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes),
+        return StagePlan(overssh.outbox(prof.remote.host), tuple(merge(wanted)), tuple(urls), tuple(specs),
+                         tuple(notes),
                          {f: getattr(prof.remote, f) for f in ("host", "user", "port", "identity", "known_hosts")},
                          asset_store(prof))
     return StagePlan(store_root(asset_store(prof)), tuple(merge(wanted)), tuple(urls), tuple(specs), tuple(notes))
@@ -145,9 +145,7 @@ def stage_assets(plan: StagePlan, *, workers: int = 8, verify: bool = False, tim
         results, errors = stage_many(plan.requests, plan.store, plan.endpoints, workers=workers, verify=verify,
                                      timeout=timeout, on_event=on_event)
     if plan.remote is not None and not errors:
-        from hpclaunch.assets.overssh import send
-
-        host = send(plan, [r.path for r in results])
+        host = overssh.send(plan.remote, plan.store, plan.login_store, [r.path for r in results])
     outcome = StageOutcome(plan, results, errors, time.monotonic() - t0, host)
     if pack_file is not None and not errors:
         from hpclaunch.assets.pack import pack

@@ -232,6 +232,9 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     node_scratch: Annotated[str | None, Meta(description="node-local disk for staged environments and assets (the "
                                              "node's host name is added); default: $TMPDIR, else /tmp, "
                                              "/hpclaunch-$USER")] = None
+    node_scratch_keep_days: Annotated[float, Meta(gt=0, description="a node-local copy (environment, asset, "
+                                                  "checkpoint, image) unused this long is removed when the node "
+                                                  "stages another beside it")] = 3.0
 
     def __post_init__(self) -> None:
         rules.consistent_profile(self)

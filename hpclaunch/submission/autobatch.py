@@ -20,7 +20,6 @@ from hpclaunch.errors import ConfigError, DoesNotFit, NoPlan
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec, MicroBatchAuto
-    from hpclaunch.submission.resolve import CliOverrides
 
 KEY = "train.micro_batch_size"
 MOST_SCANNED = 1 << 16  # micro-batches planned at most (each plan is arithmetic: microseconds)
@@ -40,17 +39,18 @@ def _batch_sets(micro: int, per_replica: int, global_batch: int) -> tuple[str, .
     return (f"{KEY}={micro}", f"train.grad_accum={per_replica // micro}", f"train.global_batch_size={global_batch}")
 
 
-def resolve_auto(resolve: Callable[[CliOverrides], JobSpec], cli: CliOverrides, index: int) -> JobSpec:
-    """Resolve with the micro-batch the plan chooses. `resolve` resolves a CliOverrides without `auto` in it."""
+def resolve_auto(resolve_with: Callable[[tuple[str, ...]], JobSpec], sets: Sequence[str], index: int) -> JobSpec:
+    """Resolve with the micro-batch the plan chooses. `resolve_with` resolves the command line with its --set items
+    replaced by the ones given (without `auto` in them); `sets[index]` is the `auto` item."""
     from hpclaunch.config.base import replace as with_fields
 
-    others = tuple(item for i, item in enumerate(cli.sets) if i != index)
-    recipe_batch = resolve(replace(cli, sets=others))  # the global batch the recipe (and the other flags) ask for
+    others = tuple(item for i, item in enumerate(sets) if i != index)
+    recipe_batch = resolve_with(others)  # the global batch the recipe (and the other flags) ask for
     global_batch, dp = recipe_batch.global_batch_size, recipe_batch.data_parallel
     per_replica = global_batch // dp
-    choice = choose(recipe_batch, per_replica, cli.sets[index])
-    spec = resolve(replace(cli, sets=(*others, *_batch_sets(choice.micro_batch, per_replica, global_batch))))
-    return with_fields(spec, sets=tuple(cli.sets), micro_batch_auto=choice)
+    choice = choose(recipe_batch, per_replica, sets[index])
+    spec = resolve_with((*others, *_batch_sets(choice.micro_batch, per_replica, global_batch)))
+    return with_fields(spec, sets=tuple(sets), micro_batch_auto=choice)
 
 
 def choose(spec: JobSpec, per_replica: int, item: str) -> MicroBatchAuto:

@@ -242,6 +242,7 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
     cache = shell_path(f"{asset_store(spec.profile)}/envs")
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.envstage"]
     return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
+            "node_scratch_keep_days": f"{spec.profile.node_scratch_keep_days:g}",
             "stage_pack": join([*module, "pack", "--cache", cache]),
             "stage_node": join([*module, "node", "--cache", cache, "--key", ShellExpr("${HPCLAUNCH_ENV_KEY}"),
                                 "--scratch", ShellExpr("${HPCLAUNCH_NODE_SCRATCH}")])}

@@ -29,7 +29,7 @@ from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NoPlan, NotFoundError
-from hpclaunch.submission import mindspore
+from hpclaunch.submission import autobatch, mindspore
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -547,12 +547,11 @@ def resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides,
                   profile_ref: str | None = None) -> JobSpec:
     """`profile_ref`: the --profile as given (a name or a file), for the commands the errors and hints suggest.
     `--set train.micro_batch_size=auto` is planned (submission/autobatch.py) and merged here as --set items."""
-    from hpclaunch.submission import autobatch
-
     index = autobatch.auto_item(cli.sets)
     if index is None:
         return _resolve_parts(profile, src, cli, profile_ref)
-    return autobatch.resolve_auto(lambda c: _resolve_parts(profile, src, c, profile_ref), cli, index)
+    return autobatch.resolve_auto(lambda sets: _resolve_parts(profile, src, replace(cli, sets=sets), profile_ref),
+                                  cli.sets, index)
 
 
 def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profile_ref: str | None) -> JobSpec:

@@ -19,7 +19,8 @@ WRITER = textwrap.dedent('''
     import sys, time
     from pathlib import Path
     import torch
-    from hpclaunch.runtime.train.checkpoint import Saver, to_cpu
+    from hpclaunch.runtime.train.checkpoint import Saver
+    from hpclaunch.runtime.train.cpucopy import to_cpu
     from hpclaunch.runtime.train.distributed import Dist
 
     class Stall:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,79 @@ def test_the_module_stages_a_file_for_one_task_per_node(tmp_path):
     again = json.loads(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
     assert (first["result"], again["result"], first["node"]) == ("copied", "warm", nodestage.node_name())
     assert (tmp_path / "n" / "h1" / "image.sqfs").read_bytes() == b"img" * 100
+
+
+def _staged_by_a_process_gone(src: Path, dest: Path, days_ago: float) -> Path:
+    """`dest` staged by another process that has exited (`python -m ...nodestage`, which removes nothing here),
+    last used `days_ago`."""
+    cmd = [sys.executable, "-m", "hpclaunch.runtime.node.nodestage", "tree", str(src), str(dest), dest.name]
+    env = {**os.environ, "PYTHONPATH": str(REPO), nodestage.ENV_KEEP_DAYS: "1000"}
+    subprocess.run(cmd, capture_output=True, env=env, check=True)
+    return _last_used(dest, days_ago)
+
+
+def _last_used(dest: Path, days_ago: float) -> Path:
+    when = time.time() - days_ago * 86400
+    os.utime(dest / MARKER, (when, when))
+    return dest
+
+
+def test_copies_of_other_keys_unused_for_days_are_removed_when_a_node_stages_and_said_so(tmp_path, capsys,
+                                                                                         monkeypatch):
+    src, envs, outside = _tree(tmp_path / "src"), tmp_path / "scratch" / "node1" / "envs", tmp_path / "outside"
+    old = _staged_by_a_process_gone(src, envs / "old", days_ago=5)
+    recent = _staged_by_a_process_gone(src, envs / "recent", days_ago=2)
+    far = _staged_by_a_process_gone(src, outside / "far", days_ago=30)  # another folder: never looked at
+    (envs / "link").symlink_to(far)  # a link to an old copy elsewhere: neither it nor its target removed
+    (envs / "yours").mkdir()  # no marker: not a copy the stager made
+    (envs / "yours" / "notes.txt").write_text("keep")
+    os.utime(envs / "yours", (time.time() - 99 * 86400,) * 2)
+    monkeypatch.setenv(nodestage.ENV_KEEP_DAYS, "3")
+    assert stage(envs / "new", "new", copy_tree(src)) == "copied"
+    assert sorted(p.name for p in envs.iterdir() if not p.name.startswith(".")) == ["link", "new", "recent", "yours"]
+    assert not old.exists() and recent.is_dir() and far.is_dir() and (envs / "yours" / "notes.txt").is_file()
+    assert not list(envs.glob(".old.tmp-*"))  # removed whole, nothing left half-way
+    err = capsys.readouterr().err
+    assert err == (f"hpclaunch: node {nodestage.node_name()}: removed 1 node-local copies unused for more than 3 days "
+                   f"from {envs}: old\n")
+    _last_used(recent, days_ago=4)
+    assert stage(envs / "new", "new", copy_tree(src)) == "warm"  # a warm stage cleans too
+    assert not recent.exists() and (envs / "new" / MARKER).stat().st_mtime > time.time() - 60  # its use: now
+    monkeypatch.setenv(nodestage.ENV_KEEP_DAYS, "100")  # the profile's node_scratch_keep_days
+    _staged_by_a_process_gone(src, envs / "month", days_ago=30)
+    assert stage(envs / "new", "new", copy_tree(src)) == "warm" and (envs / "month").is_dir()
+
+
+_HOLDER = """
+import fcntl, os, sys
+from pathlib import Path
+from hpclaunch.runtime.node.nodestage import copy_tree, stage
+how, src, dest = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+if how == "uses":  # a job that staged the copy and runs from it
+    stage(dest, dest.name, copy_tree(src))
+else:  # a stager that holds the copy's lock (checking or replacing it)
+    fd = os.open(dest.parent / f".{dest.name}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("how", ["uses", "stages"])
+def test_an_old_copy_another_process_uses_or_stages_is_not_removed(tmp_path, capsys, monkeypatch, how):
+    src, envs = _tree(tmp_path / "src"), tmp_path / "scratch" / "node1" / "envs"
+    busy = _staged_by_a_process_gone(src, envs / "busy", days_ago=10)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, how, str(src), str(busy)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        _last_used(busy, days_ago=10)  # however long ago its last stage was
+        assert stage(envs / "new", "new", copy_tree(src)) == "copied"
+        assert nodestage.intact(busy, "busy") and "removed" not in capsys.readouterr().err
+    finally:
+        holder.communicate("", timeout=60)  # the other process ends: the copy is free
+    assert stage(envs / "new", "new", copy_tree(src)) == "warm"
+    assert not busy.exists() and capsys.readouterr().err.endswith(f"from {envs}: busy\n")
 
 
 def _venv(root: Path) -> Path:
@@ -228,6 +302,7 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     assert staged.exit_code == 0, staged.output
     out = staged.output
     assert 'export HPCLAUNCH_NODE_SCRATCH="${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"' in out
+    assert "export HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS=3\n" in out
     pack = ('HPCLAUNCH_ENV_KEY=$(python -m hpclaunch.runtime.node.envstage pack '
             '--cache "${HOME}/.hpclaunch/assets/envs")')
     assert pack in out
@@ -238,10 +313,12 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     data = yaml.safe_load((REPO / "cluster_profiles" / "dev-slurm.yaml").read_text())
     data["assets"]["stage"] = "node-local"
     data["node_scratch"] = "/local/scratch"
+    data["node_scratch_keep_days"] = 0.5
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
     assets = hpclaunch("submit", "allreduce", "--profile", str(tmp_path / "p.yaml"), "--dry-run")
     assert assets.exit_code == 0, assets.output
     assert "export HPCLAUNCH_NODE_SCRATCH=/local/scratch" in assets.output
+    assert "export HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS=0.5\n" in assets.output
     assert "export HPCLAUNCH_NODE_ASSETS=1; " in assets.output and "envstage" not in assets.output
 
 

@@ -18,6 +18,12 @@ per node:
                                                                                    result, seconds
 
 (``squashfs``: SRC is a SquashFS file, unpacked into DEST: the container images of docs/containers.md.)
+
+Old copies are cleaned up: a process that stages ``dest`` holds a shared lock on its sibling use file
+(``.<name>.use``) until it exits, and the marker's time is the copy's last use (touched when found warm). Each
+stage first removes, from ``dest``'s folder only, the copies of other names (a folder with a marker) unused for
+longer than ``HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS`` (the profile's ``node_scratch_keep_days``; default 3), skipping
+any that a process is staging or using (both locks tried without waiting), and says on stderr what it removed.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 MARKER = ".hpclaunch-staged.json"
+ENV_KEEP_DAYS = "HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS"
+KEEP_DAYS = 3.0  # a copy of another name unused this long is removed when its folder is staged into
+_IN_USE: dict[Path, int] = {}  # dest -> the open use file whose shared lock this process holds until it exits
 
 
 class StageError(Exception):
@@ -75,15 +84,86 @@ def intact(dest: Path, key: str) -> bool:
     return True
 
 
+def _lock_file(dest: Path, kind: str = "lock") -> Path:
+    """The sibling file locked while `dest` is staged ("lock") or used ("use")."""
+    return dest.parent / f".{dest.name}.{kind}"
+
+
+@contextmanager
+def _flocked(path: Path, how: int) -> Iterator[bool]:
+    """`path` flock-ed (`how`); with fcntl.LOCK_NB, False when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, how)
+            held = True
+        except BlockingIOError:
+            held = False
+        yield held
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def _locked(dest: Path) -> Iterator[None]:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(dest.parent / f".{dest.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with _flocked(_lock_file(dest), fcntl.LOCK_EX):
         yield
-    finally:
-        os.close(fd)
+
+
+def _use(dest: Path) -> None:
+    """This process uses `dest` until it exits: a shared lock on its use file (no clean-up removes it meanwhile)
+    and its marker's time set to now (its last use)."""
+    os.utime(dest / MARKER)
+    if dest not in _IN_USE:
+        fd = os.open(_lock_file(dest, "use"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        _IN_USE[dest] = fd
+
+
+def keep_days() -> float:
+    """How long a copy may stay unused: HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS (the profile's), else KEEP_DAYS."""
+    try:
+        days = float(os.environ.get(ENV_KEEP_DAYS) or KEEP_DAYS)
+    except ValueError:
+        return KEEP_DAYS
+    return days if days > 0 else KEEP_DAYS
+
+
+def _unused_since(copy: Path, cutoff: float) -> bool:
+    """`copy` is a staged copy (it has a marker, not through a link) last used before `cutoff`."""
+    try:
+        return not copy.is_symlink() and (copy / MARKER).stat().st_mtime < cutoff
+    except OSError:
+        return False
+
+
+def clean(dest: Path, days: float) -> list[str]:
+    """Remove the copies beside `dest` (other names in its folder, nothing else) unused for more than `days`,
+    unless a process stages or uses one now; the names removed."""
+    cutoff, removed = time.time() - days * 86400, []
+    for other in sorted(dest.parent.iterdir()):
+        if other.name.startswith(".") or other.name == dest.name or not _unused_since(other, cutoff):
+            continue
+        try:
+            with (_flocked(_lock_file(other), fcntl.LOCK_EX | fcntl.LOCK_NB) as free,
+                  _flocked(_lock_file(other, "use"), fcntl.LOCK_EX | fcntl.LOCK_NB) as unused):
+                if free and unused and _unused_since(other, cutoff):  # not used since it was first looked at
+                    old = dest.parent / f".{other.name}.tmp-old-{os.getpid()}"  # a stage of it removes any rest
+                    os.replace(other, old)
+                    shutil.rmtree(old, ignore_errors=True)
+                    removed.append(other.name)
+        except OSError:
+            continue  # not ours to remove (permissions), or gone: staging goes on
+    return removed
+
+
+def _clean_before(dest: Path) -> None:
+    days = keep_days()
+    removed = clean(dest, days)
+    if removed:
+        print(f"hpclaunch: node {node_name()}: removed {len(removed)} node-local copies unused for more than "
+              f"{days:g} days from {dest.parent}: {', '.join(removed)}", file=sys.stderr, flush=True)
 
 
 def _check_space(dest: Path, need_bytes: int) -> None:
@@ -98,10 +178,14 @@ def stage(dest: Path, key: str, fill: Callable[[Path], None], *,
     """Make `dest` hold artifact `key`, writing it with `fill(tmp)` when it is not there intact; returns
     'warm', 'copied' or 'recopied'. A StageError (node and cause) when the copy fails; nothing half-written
     stays under `dest`'s name. `need_bytes` (the copy's size, checked against the free space) may be a function:
-    it is then asked only when there is a copy to make (a warm node does not walk the source)."""
+    it is then asked only when there is a copy to make (a warm node does not walk the source). Copies of other
+    names beside `dest` unused for longer than `keep_days()` are removed first (`clean`); this process then uses
+    `dest` until it exits."""
     dest = Path(dest)
     with _locked(dest):
+        _clean_before(dest)
         if intact(dest, key):
+            _use(dest)
             return "warm"
         existed = dest.exists()
         for old in dest.parent.glob(f".{dest.name}.tmp-*"):
@@ -117,6 +201,7 @@ def stage(dest: Path, key: str, fill: Callable[[Path], None], *,
             raise StageError(f"node {node_name()}: copying {key} to {dest} failed: {e}") from e
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        _use(dest)
         return "recopied" if existed else "copied"
 
 

@@ -23,7 +23,6 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,24 +62,6 @@ def _set_rng_state(state: dict[str, Any], d: Dist) -> None:
     torch.set_rng_state(state["torch"])
     if "device" in state:
         d.module.set_rng_state(state["device"], d.device)
-
-
-def to_cpu(obj: Any, memo: dict[tuple[Any, ...], torch.Tensor] | None = None) -> Any:
-    """A copy of a state (nested dicts, lists, tuples) whose tensors are copies in CPU memory: what training
-    changes next cannot reach it. Tensors that are one (tied weights: GPT-2's embedding and head) stay one copy,
-    so the file stores them once, as torch.save of the live state would."""
-    memo = {} if memo is None else memo
-    if isinstance(obj, torch.Tensor):
-        key = (obj.untyped_storage().data_ptr(), obj.storage_offset(), tuple(obj.shape), tuple(obj.stride()),
-               obj.dtype, obj.device)
-        if key not in memo:
-            memo[key] = obj.detach().to("cpu", copy=True)
-        return memo[key]
-    if isinstance(obj, Mapping):
-        return {k: to_cpu(v, memo) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(v, memo) for v in obj)
-    return obj
 
 
 def _fsync(path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
-from hpclaunch.runtime.train.checkpoint import to_cpu
+from hpclaunch.runtime.train.cpucopy import to_cpu
 from hpclaunch.runtime.train.gradsync import GradSync
 from hpclaunch.runtime.train.held import grad_tensors, held_states, storage_bytes
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hpclaunch.runtime.train.checkpoint import to_cpu
+from hpclaunch.runtime.train.cpucopy import to_cpu
 from hpclaunch.runtime.train.engine import _DTYPES, TorchEngine
 from hpclaunch.runtime.train.held import local, storage_bytes
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
