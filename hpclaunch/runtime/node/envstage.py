@@ -6,6 +6,8 @@
     python -m hpclaunch.runtime.node.envstage node --cache STORE/envs --key KEY --scratch SCRATCH
         (one task per node) unpacks the image to SCRATCH/<host>/envs/KEY (unsquashfs) through nodestage.stage:
         a node that holds KEY intact skips it; prints one JSON line (node, result, seconds)
+    either with --fallback (python.stage_fallback shared): a failure is printed as a warning, not an error (the job
+        script then runs every node's ranks from the shared environment); it still exits 1
 
 The key is a hash of the environment's file list (path, size, mtime, link target; ``__pycache__`` left out):
 a package installed or upgraded gives another key. Packing reads the shared filesystem once per key; the ranks
