@@ -52,6 +52,9 @@ class Staging(StrictModel, frozen=True, kw_only=True):
 
     python: Annotated[bool, Meta(description="the ranks run from a node-local copy of the Python environment")] = False
     assets: Annotated[bool, Meta(description="the ranks read assets from node-local copies")] = False
+    python_fallback: Annotated[bool, Meta(description="a node that cannot stage the Python environment makes every "
+                                          "node run the ranks from the shared one (python.stage_fallback: shared) "
+                                          "instead of ending the job")] = False
 
 
 class Resources(StrictModel, frozen=True, kw_only=True):

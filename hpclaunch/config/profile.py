@@ -54,6 +54,8 @@ class Modules(StrictModel, frozen=True, kw_only=True):
 
 
 StageWhere = Literal["shared", "node-local"]
+#: what the job does when a node cannot stage the python environment (python.stage node-local)
+StageFallback = Literal["fail", "shared"]
 
 
 class PythonEnv(StrictModel, frozen=True, kw_only=True):
@@ -64,6 +66,11 @@ class PythonEnv(StrictModel, frozen=True, kw_only=True):
     stage: Annotated[StageWhere, Meta(description="node-local: the ranks run from a copy of this environment on "
                                       "each node's local scratch, packed once per content hash into the asset "
                                       "store (docs/fast-start.md); shared: from where it is")] = "shared"
+    stage_fallback: Annotated[StageFallback, Meta(
+        description="python.stage node-local, when packing the environment or copying it onto a node fails (too "
+                    "little local scratch, a corrupt image, squashfs-tools missing): fail ends the job before the "
+                    "launch, naming the node and the cause; shared runs every node's ranks from the shared "
+                    "environment instead, saying so in the job's output and each node's rank log")] = "fail"
 
     def __post_init__(self) -> None:
         rules.one_python_env(self)

@@ -203,6 +203,9 @@ class PythonSpec(StrictModel, frozen=True, kw_only=True):
 
     stage: Annotated[Literal["shared", "node-local"] | None, Meta(
         description="node-local: from a copy on each node's local scratch (docs/fast-start.md)")] = None
+    stage_fallback: Annotated[Literal["fail", "shared"] | None, Meta(
+        description="when a node cannot stage the environment: fail (end the job) or shared (run every node from "
+                    "the shared environment); unset: the profile's python.stage_fallback")] = None
 
 
 class ResourcesSpec(StrictModel, frozen=True, kw_only=True):

@@ -52,9 +52,11 @@ _JOB_STATES = {"TIMEOUT": "slurm_timeout", "PREEMPTED": "preempted", "NODE_FAIL"
 _LINE_RANK = re.compile(
     r"\[rank(\d+)\]:|\[(?:PG [^\]]*?)?Rank (\d+)\]|RankID:(\d+)|\[(\d+)\] is setting up|\brank=(\d+)"
     r"|rankId\[(\d+)\]")
-# The node a line names: NCCL's "host:pid:tid [dev] ...", srun's "srun: error: host: task(s) N: ..."
+# The node a line names: NCCL's "host:pid:tid [dev] ...", srun's "srun: error: host: task(s) N: ...", the node-local
+# stager's "error: node host: ..." (rules._STAGED)
 _LINE_NODE = re.compile(
-    r"(?:^|[\s\]:])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] |srun: error: ([A-Za-z][\w.-]*): tasks? [\d,-]+: ")
+    r"(?:^|[\s\]:])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] |srun: error: ([A-Za-z][\w.-]*): tasks? [\d,-]+: "
+    r"|(?:error|Error): (?:.*? failed: )?node ([A-Za-z][\w.-]*): ")
 _OP = re.compile(r"OpType=(\w+)|OPS function error: (Hccl\w+)|\btag\[([A-Z][A-Za-z]+)_")
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)|timed out after (\d+)ms|timeout:(\d+)min")
 # torch 2.x names the work in several forms: SeqNum=N, "Timeout at NCCL work: N", "work sequence id: N"
@@ -298,10 +300,10 @@ class _Evidence:
         d.node = _first(_LINE_NODE, context) or (root["host"] if root and not rule.job_level else None)
         shown = rank if rank is not None else 0
         d.hint = rule.hint.replace("JOB", d.job_id).replace("--rank R", f"--rank {shown}")
-        if rule.node_fault:
-            if _local(RunFiles(self.run_dir)):  # one machine: there is no other node to run on
-                d.hint = d.hint.replace(" --exclude NODE", "")
-            d.hint = d.hint.replace("NODE", d.node or "<node>")
+        if rule.node_fault and _local(RunFiles(self.run_dir)):  # one machine: there is no other node to run on
+            d.hint = d.hint.replace(" (--exclude NODE)", "").replace(" --exclude NODE", "")
+        d.title = d.title.replace("NODE", d.node or "a node")
+        d.hint = d.hint.replace("NODE", d.node or "<node>")
         if hit:
             d.error, d.file = hit.line, hit.file
         if not rule.job_level:

@@ -44,6 +44,13 @@ def _re(*alternatives: str) -> re.Pattern[bytes]:
     return re.compile("|".join(f"(?:{a})" for a in alternatives).encode())
 
 
+# A node-local copy's failure as the stager says it (hpclaunch/runtime/node/nodestage.py, envstage.py): its own
+# line "hpclaunch: error: node NODE: CAUSE", or a rank's "AssetError: copying X to node-local scratch failed: node
+# NODE: CAUSE" (assets.stage node-local). python.stage_fallback shared prints "warning:": no failure.
+_STAGED = r"(?:error|Error): (?:[^\n]*? failed: )?node [A-Za-z][\w.-]*: "
+_INSTEAD = ("set python.stage: shared (assets.stage: shared for assets), or python.stage_fallback: shared to run "
+            "from the shared environment when a node cannot stage it")
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "slurm_timeout",
@@ -77,6 +84,47 @@ RULES: tuple[Rule, ...] = (
         "goes on from the last checkpoint",
         primary=False,
         job_level=True,
+    ),
+    Rule(
+        "stage_tool_missing",
+        "squashfs-tools are missing on NODE (node-local python environment)",
+        _re(_STAGED + r"(?:un|mk)squashfs is not installed"),
+        "install squashfs-tools (mksquashfs, unsquashfs) on NODE and on the node that runs the job script "
+        "(Debian/Ubuntu: apt install squashfs-tools, or a module in the profile's modules.load); or " + _INSTEAD,
+        node_fault=True,
+    ),
+    Rule(
+        "stage_pack_failed",
+        "packing the python environment into the asset store failed",
+        _re(_STAGED + r"mksquashfs ", r"packs a venv or conda environment; ",
+            r"packing the python environment for python\.stage node-local failed"),
+        "the line above says why (the store's envs/ folder full or read-only, mksquashfs failed, or the job's python "
+        "runs in no venv or conda environment): fix that and submit again; or " + _INSTEAD,
+    ),
+    Rule(
+        "stage_no_space",
+        "not enough local scratch on NODE for the node-local copy",
+        _re(_STAGED + r"[^\n]*(?:GiB free, the copy needs|No space left on device)"),
+        "NODE's local scratch cannot hold the copy (the error says what is free and what it needs): free space "
+        "there, or point the profile's node_scratch (container images: container.stage_dir) at a node-local disk "
+        "with room on every node; or submit again without NODE (--exclude NODE); or " + _INSTEAD,
+        node_fault=True,
+    ),
+    Rule(
+        "stage_image_corrupt",
+        "the packed python environment is damaged (unpacking it on NODE failed)",
+        _re(_STAGED + r"unsquashfs [^\n]*(?:corrupt|superblock|failed because EOF|failed to read|[Ii]nvalid)"),
+        "remove the image the error names and its .json record beside it (the asset store's envs/ folder): the "
+        "next job packs the environment again; or " + _INSTEAD,
+    ),
+    Rule(
+        "stage_copy_failed",
+        "the node-local copy failed on NODE",
+        _re(_STAGED),
+        "the error says why; nothing half-written is used (the next job copies again): check that the profile's "
+        "node_scratch is a writable node-local folder on NODE, or submit again without NODE (--exclude NODE); or "
+        + _INSTEAD,
+        node_fault=True,
     ),
     Rule(
         "hpclaunch_error",

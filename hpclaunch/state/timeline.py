@@ -15,6 +15,9 @@
     env_staged       the job script                              every node holds its node-local copy of the python
                                                                  environment (python.stage node-local; packing it
                                                                  first when its hash is new: docs/fast-start.md)
+    env_fallback     the job script                              instead of env_staged: a node could not stage it and
+                                                                 python.stage_fallback shared runs the ranks from
+                                                                 the shared environment
     launched         the job script                              its own work done, right before the launch
     container_started node 0's container-run.sh (Charliecloud)   the image is on the node and its first process
                                                                  runs (unpacking a SquashFS image included)
@@ -39,17 +42,19 @@ from typing import Any
 
 from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
 
-PHASES = ("submitted", "started", "env_ready", "health_checked", "env_staged", "launched", "container_started",
-          "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step", "finished")
+PHASES = ("submitted", "started", "env_ready", "health_checked", "env_staged", "env_fallback", "launched",
+          "container_started", "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready",
+          "first_step", "finished")
 # The span that ends at each phase (it starts at the phase before it that was stamped); `status` writes
 # each name with spaces.
 SPANS = {"started": "queued", "env_ready": "env", "health_checked": "health", "env_staged": "env_staging",
+         "env_fallback": "env_staging_failed",
          "launched": "job_script", "container_started": "container", "ranks_started": "launcher",
          "imports_done": "imports", "rendezvous_done": "rendezvous", "model_loaded": "model_load",
          "data_ready": "data", "first_step": "first_step", "finished": "training"}
 # The spans that make up the start-up (from the job script's start to the end of the first step).
-STARTUP = ("env_ready", "health_checked", "env_staged", "launched", "container_started", "ranks_started",
-           "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step")
+STARTUP = ("env_ready", "health_checked", "env_staged", "env_fallback", "launched", "container_started",
+           "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step")
 
 _MARKED: set[str] = set()
 

@@ -228,12 +228,17 @@ NODE_SCRATCH_DEFAULT = "${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"
 # the ranks' python: the node's copy of the environment (hpclaunch/runtime/node/envstage.py), this node's host name
 _NODE_ENV = ('hpclaunch_host=$(hostname); hpclaunch_env="$HPCLAUNCH_NODE_SCRATCH/${hpclaunch_host%%.*}/envs/'
              '$HPCLAUNCH_ENV_KEY"; export VIRTUAL_ENV="$hpclaunch_env" PATH="$hpclaunch_env/bin:$PATH"; ')
+# python.stage_fallback shared: the job script unsets HPCLAUNCH_ENV_KEY when staging failed; each node says so
+_NODE_ENV_OR_SHARED = ('if [ -n "${HPCLAUNCH_ENV_KEY:-}" ]; then ' + _NODE_ENV + 'else echo "hpclaunch: warning: '
+                       'node $(hostname): the ranks run from the shared python environment (python.stage_fallback '
+                       'shared: $HPCLAUNCH_ENV_FALLBACK)" >&2; fi; ')
 _NODE_ASSETS = "export HPCLAUNCH_NODE_ASSETS=1; "
 
 
 def _node_env(spec: JobSpec) -> str:
     """What the node script runs before the launcher: the node-local python environment and assets switched on."""
-    return (_NODE_ENV if spec.staging.python else "") + (_NODE_ASSETS if spec.staging.assets else "")
+    python = _NODE_ENV_OR_SHARED if spec.staging.python_fallback else _NODE_ENV
+    return (python if spec.staging.python else "") + (_NODE_ASSETS if spec.staging.assets else "")
 
 
 def _stage_commands(spec: JobSpec) -> dict[str, Any]:
@@ -241,11 +246,12 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
     scratch = spec.profile.node_scratch
     cache = shell_path(f"{asset_store(spec.profile)}/envs")
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.envstage"]
+    fallback = ["--fallback"] if spec.staging.python_fallback else []  # a failure is a warning, not an error
     return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
             "node_scratch_keep_days": f"{spec.profile.node_scratch_keep_days:g}",
-            "stage_pack": join([*module, "pack", "--cache", cache]),
+            "stage_pack": join([*module, "pack", "--cache", cache, *fallback]),
             "stage_node": join([*module, "node", "--cache", cache, "--key", ShellExpr("${HPCLAUNCH_ENV_KEY}"),
-                                "--scratch", ShellExpr("${HPCLAUNCH_NODE_SCRATCH}")])}
+                                "--scratch", ShellExpr("${HPCLAUNCH_NODE_SCRATCH}"), *fallback])}
 
 
 _MARK = "@JOB@"

@@ -321,14 +321,18 @@ def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
 
 
 def _staging(recipe: Recipe, profile: Profile) -> dict[str, bool]:
-    """Node-local copies: the recipe's python.stage (--set python.stage=node-local) over the environment's."""
-    where = recipe.python.stage or profile.python_env_for(recipe.python_env).stage
+    """Node-local copies: the recipe's python.stage (--set python.stage=node-local) over the environment's, and
+    what a node that cannot stage it does (python.stage_fallback, the same way)."""
+    env = profile.python_env_for(recipe.python_env)
+    where = recipe.python.stage or env.stage
+    fallback = recipe.python.stage_fallback or env.stage_fallback
     if where == "node-local" and profile.container.runtime != "none":
         raise ConfigError(f"node-local copies the host's python environment to each node, but profile "
                           f"{profile.name!r} runs the launch in an {profile.container.runtime} container (its "
                           f"python is the image's)", key="python.stage",
                           hint="leave python.stage shared with a container")
-    return {"python": where == "node-local", "assets": profile.assets.stage == "node-local"}
+    return {"python": where == "node-local", "assets": profile.assets.stage == "node-local",
+            "python_fallback": where == "node-local" and fallback == "shared"}
 
 
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")

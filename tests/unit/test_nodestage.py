@@ -322,6 +322,40 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     assert "export HPCLAUNCH_NODE_ASSETS=1; " in assets.output and "envstage" not in assets.output
 
 
+def test_the_fallback_to_the_shared_environment_per_profile_and_per_job(hpclaunch, hpc_home, tmp_path):
+    """python.stage_fallback: shared in the profile or per job (--set); a bad value names the file, key and values."""
+    import yaml
+
+    node_local = ("submit", "allreduce", "--nodes", "2", "--dry-run", "--set", "python.stage=node-local")
+    per_job = hpclaunch(*node_local, "--profile", "dev-slurm", "--set", "python.stage_fallback=shared")
+    assert per_job.exit_code == 0, per_job.output
+    assert "envstage pack --cache \"${HOME}/.hpclaunch/assets/envs\" --fallback)" in per_job.output
+    assert "python.stage_fallback shared: every node runs the ranks from the shared python environment" \
+        in per_job.output
+    assert "hpclaunch_stamp env_fallback" in per_job.output and 'if [ -n "${HPCLAUNCH_ENV_KEY:-}" ]' in per_job.output
+    failing = hpclaunch(*node_local, "--profile", "dev-slurm")  # the default: fail
+    assert "--fallback" not in failing.output and "env_fallback" not in failing.output
+    assert 'echo "hpclaunch: error: $stage_failed (above)" >&2' in failing.output
+
+    data = yaml.safe_load((REPO / "cluster_profiles" / "dev-slurm.yaml").read_text())
+    data["python"] = {"stage_fallback": "shared"}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
+    profile = hpclaunch(*node_local, "--profile", str(tmp_path / "p.yaml"))
+    assert profile.exit_code == 0 and "--fallback" in profile.output, profile.output
+    over = hpclaunch(*node_local, "--profile", str(tmp_path / "p.yaml"), "--set", "python.stage_fallback=fail")
+    assert over.exit_code == 0 and "--fallback" not in over.output, over.output
+
+    bad = hpclaunch(*node_local, "--profile", "dev-slurm", "--set", "python.stage_fallback=yes")
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "--set python.stage_fallback=yes: python.stage_fallback: Input should be 'fail' or 'shared'" in bad.stderr
+    data["python"] = {"stage": "node-local", "stage_fallback": "share"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    bad = hpclaunch("submit", "allreduce", "--profile", str(tmp_path / "bad.yaml"), "--dry-run")
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert f"{tmp_path / 'bad.yaml'}: python.stage_fallback: Input should be 'fail' or 'shared' (got 'share')" \
+        in bad.stderr
+
+
 def test_a_node_local_python_with_a_container_is_refused(hpclaunch, hpc_home):
     profile = REPO / "tests" / "fixtures" / "container_profiles" / "local-apptainer.yaml"
     result = hpclaunch("submit", "allreduce", "--profile", str(profile), "--set", "python.stage=node-local",

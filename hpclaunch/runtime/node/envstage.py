@@ -6,6 +6,8 @@
     python -m hpclaunch.runtime.node.envstage node --cache STORE/envs --key KEY --scratch SCRATCH
         (one task per node) unpacks the image to SCRATCH/<host>/envs/KEY (unsquashfs) through nodestage.stage:
         a node that holds KEY intact skips it; prints one JSON line (node, result, seconds)
+    either with --fallback (python.stage_fallback shared): a failure is printed as a warning, not an error (the job
+        script then runs every node's ranks from the shared environment); it still exits 1
 
 The key is a hash of the environment's file list (path, size, mtime, link target; ``__pycache__`` left out):
 a package installed or upgraded gives another key. Packing reads the shared filesystem once per key; the ranks
@@ -68,7 +70,10 @@ def pack(prefix: Path, cache: Path) -> dict:
     key = env_key(prefix)
     record_path = cache / f"{key}.json"
     if record_path.is_file():
-        return dict(json.loads(record_path.read_text()), result="warm")
+        record = json.loads(record_path.read_text())
+        if _image_size(cache / f"{key}.sqfs") == record["bytes"]:
+            return dict(record, result="warm")
+        record_path.unlink()  # its image is gone or of another size (cut short, overwritten): packed again
     cache.mkdir(parents=True, exist_ok=True)
     image, tmp = cache / f"{key}.sqfs", cache / f".{key}.sqfs.tmp-{os.getpid()}"
     t0 = time.monotonic()
@@ -85,12 +90,22 @@ def pack(prefix: Path, cache: Path) -> dict:
     return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3))
 
 
+def _image_size(image: Path) -> int | None:
+    try:
+        return image.stat().st_size
+    except OSError:
+        return None
+
+
 def unpack(record: dict, dest: Path) -> str:
     """The packed environment `record` at `dest` on this node (nodestage.stage: warm, copied or recopied)."""
     image, old = Path(record["image"]), record["prefix"]
 
     def fill(tmp: Path) -> None:
-        unsquash(image)(tmp)
+        try:
+            unsquash(image)(tmp)
+        except StageError as e:  # which image: a damaged one is removed by hand (docs/fast-start.md)
+            raise StageError(f"{e} (image {image})") from e
         relocate(tmp, old, str(dest))
 
     return stage(dest, record["key"], fill, need_bytes=int(record.get("unpacked_bytes", 0)))
@@ -144,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--cache", type=Path, required=True)
     b.add_argument("--key", required=True)
     b.add_argument("--scratch", type=Path, required=True, help="node-local scratch; this node's host name is added")
+    for sub_parser in (a, b):
+        sub_parser.add_argument("--fallback", action="store_true", help="python.stage_fallback shared: a failure is "
+                                "a warning (the job runs the ranks from the shared environment), not an error")
     args = p.parse_args(argv)
     t0 = time.monotonic()
     try:
@@ -156,11 +174,21 @@ def main(argv: list[str] | None = None) -> int:
         record = json.loads((args.cache / f"{args.key}.json").read_text())
         result = unpack(record, args.scratch / node_name() / "envs" / args.key)
     except (StageError, OSError, ValueError) as e:
-        print(f"hpclaunch: error: {e}", file=sys.stderr)
+        print(_failure(e, args.cmd, args.fallback), file=sys.stderr)
         return 1
     print(json.dumps({"node": node_name(), "env": args.key, "result": result,
                       "seconds": round(time.monotonic() - t0, 3)}), flush=True)
     return 0
+
+
+def _failure(e: Exception, cmd: str, fallback: bool) -> str:
+    """The one line a failure prints: the node (a StageError names it), the cause, and what the job does next."""
+    cause = str(e) if isinstance(e, StageError) else f"node {node_name()}: {e}"
+    if not fallback:
+        return f"hpclaunch: error: {cause}"
+    what = "packing" if cmd == "pack" else "copying"
+    return (f"hpclaunch: warning: {cause} -- {what} the python environment failed; python.stage_fallback shared: "
+            "the ranks run from the shared environment")
 
 
 if __name__ == "__main__":

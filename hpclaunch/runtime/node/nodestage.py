@@ -234,8 +234,8 @@ def run_tool(cmd: list[str]) -> None:
         raise StageError(f"node {node_name()}: {cmd[0]} is not installed (Debian/Ubuntu: squashfs-tools)")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
-        raise StageError(f"node {node_name()}: {' '.join(cmd[:2])} ... failed ({proc.returncode}): "
-                         f"{proc.stderr.strip()[-500:]}")
+        said = "; ".join(line.strip() for line in proc.stderr.splitlines() if line.strip())  # one message, one line
+        raise StageError(f"node {node_name()}: {' '.join(cmd[:2])} ... failed ({proc.returncode}): {said[-500:]}")
 
 
 def unsquash(image: Path) -> Callable[[Path], None]:
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = stage(args.dest, args.key, fill, need_bytes=lambda: tree_bytes(args.src))
     except (StageError, OSError) as e:
-        print(f"hpclaunch: error: {e}", file=sys.stderr)
+        print(f"hpclaunch: error: {e if isinstance(e, StageError) else f'node {node_name()}: {e}'}", file=sys.stderr)
         return 1
     print(json.dumps({"node": node_name(), "dest": str(args.dest), "result": result,
                       "seconds": round(time.monotonic() - t0, 3)}), flush=True)

@@ -41,9 +41,8 @@ def main(argv: list[str]) -> int:
             stale_log.write(text)
         sys.stdout.buffer.write(b"".join(prefix + line + b"\n" for line in text.splitlines()))
         return 2
-    if os.environ.get("HPCLAUNCH_ENV_KEY") and os.environ.get("LOCAL_RANK", "0") == "0":  # python.stage node-local
-        with open(path, "ab") as note:
-            note.write(f"hpclaunch: python environment: {sys.prefix}\n".encode())
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        _note_environment(path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, env=env)
@@ -65,6 +64,21 @@ def main(argv: list[str]) -> int:
     if code:
         _record_exit(rank, restart, code)
     return 128 - code if code < 0 else code
+
+
+def _note_environment(path: Path) -> None:
+    """python.stage node-local: the environment this node's ranks run from, at the top of its first rank's log (the
+    node's copy, or the shared one when staging failed and python.stage_fallback is shared, with the reason)."""
+    fallback = os.environ.get("HPCLAUNCH_ENV_FALLBACK")
+    if os.environ.get("HPCLAUNCH_ENV_KEY"):
+        note = f"hpclaunch: python environment: {sys.prefix}\n"
+    elif fallback:
+        note = (f"hpclaunch: python environment: {sys.prefix} (the shared one: python.stage_fallback shared, "
+                f"{fallback})\n")
+    else:
+        return
+    with open(path, "ab") as log:
+        log.write(note.encode())
 
 
 def _too_old() -> list[str]:
