@@ -128,10 +128,12 @@ def test_copies_of_other_keys_unused_for_days_are_removed_when_a_node_stages_and
 _HOLDER = """
 import fcntl, os, sys
 from pathlib import Path
-from hpclaunch.runtime.node.nodestage import copy_tree, stage
+from hpclaunch.runtime.node.nodestage import copy_tree, hold, stage
 how, src, dest = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 if how == "uses":  # a job that staged the copy and runs from it
     stage(dest, dest.name, copy_tree(src))
+elif how == "runs":  # a rank's wrapper running from a copy a stager task (gone) made: rank_exec holds sys.prefix
+    assert hold(dest) and not hold(dest.parent)
 else:  # a stager that holds the copy's lock (checking or replacing it)
     fd = os.open(dest.parent / f".{dest.name}.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
@@ -140,7 +142,7 @@ sys.stdin.read()
 """
 
 
-@pytest.mark.parametrize("how", ["uses", "stages"])
+@pytest.mark.parametrize("how", ["uses", "stages", "runs"])
 def test_an_old_copy_another_process_uses_or_stages_is_not_removed(tmp_path, capsys, monkeypatch, how):
     src, envs = _tree(tmp_path / "src"), tmp_path / "scratch" / "node1" / "envs"
     busy = _staged_by_a_process_gone(src, envs / "busy", days_ago=10)

@@ -121,6 +121,16 @@ def _use(dest: Path) -> None:
         _IN_USE[dest] = fd
 
 
+def hold(dest: Path) -> bool:
+    """Keep the staged copy `dest` from clean-up while this process lives (a rank's wrapper running the rank from
+    the node's copy of the python environment, which a short-lived stager task put there); False where `dest` is
+    not a staged copy."""
+    if not (dest / MARKER).is_file():
+        return False
+    _use(dest)
+    return True
+
+
 def keep_days() -> float:
     """How long a copy may stay unused: HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS (the profile's), else KEEP_DAYS."""
     try:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hpclaunch.runtime.node import nodestage
 from hpclaunch.state import runfiles, timeline
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
@@ -43,6 +44,9 @@ def main(argv: list[str]) -> int:
         return 2
     if os.environ.get("LOCAL_RANK", "0") == "0":
         _note_environment(path)
+    # running from the node's copy of the python environment (python.stage node-local): no clean-up of old copies
+    # by a later job on this node removes it while the rank runs (nodestage.py)
+    nodestage.hold(Path(sys.prefix))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, env=env)
