@@ -39,7 +39,7 @@ def test_two_node_job_has_every_phase_in_order_and_tensorboard_events(tmp_path):
     (entry,) = status["timeline"]
     assert entry["job"] == job.group(1)
     stamped = sorted(entry["phases"], key=entry["phases"].get)
-    absent = ("env_staged", "container_started")  # the environment is not staged to the nodes; no container here
+    absent = ("env_staged", "env_fallback", "container_started")  # no node-local env nor its fallback; no container
     assert stamped == [p for p in timeline.PHASES if p not in absent], stamped
     assert list(entry["durations"]) == [s for p, s in timeline.SPANS.items() if p not in absent]
     assert entry["durations"]["job_script"] < 1.0, entry["durations"]  # module load is in `env`, not here
