@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hpclaunch.config.overrides import apply_overrides, read_override, set_dropout
+from hpclaunch.errors import ConfigError
 from hpclaunch.runtime.train.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.train.generate_model import auto_class, build_in_child
 from hpclaunch.runtime.train.held import is_sharded, local
 from hpclaunch.runtime.train.metrics import MetricsWriter, full_numel
-from hpclaunch.runtime.train.tokenizer import LazyTokenizer, load_tokenizer, tokenizer_path
+from hpclaunch.runtime.train.tokenizer import LazyTokenizer, tokenizer_path
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
 
@@ -183,21 +184,14 @@ def sharded_bytes(model: torch.nn.Module) -> tuple[int, int]:
     return whole, mine
 
 
-def why_not_lean(spec: JobSpec, d: Dist, deepspeed_config: Path | None) -> str | None:
-    """Why the job's model comes from transformers rather than hpclaunch's torch-only GPT-2 (gpt2.py), read off the
-    spec alone; None when it may (the config itself is checked once known: gpt2.unsupported)."""
+def may_be_lean(spec: JobSpec, d: Dist, deepspeed_config: Path | None) -> bool:
+    """Whether hpclaunch's torch-only GPT-2 (gpt2.py) may stand in for transformers' model, read off the spec alone
+    (the config itself is checked once known: gpt2.unsupported). Not for another model or task, nor where
+    transformers' own paths are needed: DeepSpeed's engine, activation checkpointing, a tensor-parallel plan."""
     m, t = _model_spec(spec), spec.recipe.train
-    if t.model_code == "transformers":
-        return "train.model_code: transformers"
-    if spec.recipe.task != "causal-lm" or (m.source == "generate" and m.model_type != "gpt2"):
-        return "not a GPT-2 causal LM"
-    if deepspeed_config is not None:
-        return "the DeepSpeed engine"
-    if t.activation_checkpointing:
-        return "activation checkpointing (transformers' own)"
-    if d.tensor_parallel > 1:
-        return "tensor parallel (transformers' plan)"
-    return None
+    return (t.model_code == "auto" and spec.recipe.task == "causal-lm"
+            and (m.source != "generate" or m.model_type == "gpt2")
+            and deepspeed_config is None and not t.activation_checkpointing and d.tensor_parallel == 1)
 
 
 def lean_model(spec: JobSpec, d: Dist, tokenizer: LazyTokenizer) -> tuple[GPT2, list[str]] | None:
@@ -214,9 +208,10 @@ def lean_model(spec: JobSpec, d: Dist, tokenizer: LazyTokenizer) -> tuple[GPT2, 
         assert m.repo is not None  # ModelSpec's validator: source hub needs a repo
         path = hub_asset(spec, "model", m.repo, m.revision)
         config = gpt2.Config.from_pretrained(path)
-        if gpt2.unsupported(config) is not None:
+        try:
+            changes = recipe_changes(config, spec)
+        except ConfigError:  # a key this config.json leaves out: transformers' config decides (load_model)
             return None
-        changes = recipe_changes(config, spec)
         if len(tokenizer) > config.vocab_size:  # transformers would resize the embeddings
             return None
     if gpt2.unsupported(config) is not None or not (path / gpt2.WEIGHTS).is_file():
@@ -232,19 +227,18 @@ def load_tokenizer_and_model(
     config changes made by overrides and the parameter count; each rank records in its metrics the
     parameter bytes it holds right after the load (ZeRO-3: its shard).
 
-    A GPT-2 that hpclaunch's torch-only model can stand in for (why_not_lean, lean_model) comes with a tokenizer
-    that loads only if a text is tokenized: the rank then imports neither transformers nor its torch parts."""
-    lean = None
-    if why_not_lean(j.spec, d, j.deepspeed_config) is None:
-        lazy = LazyTokenizer(tokenizer_path(j.spec, d))
-        lean = lean_model(j.spec, d, lazy)
+    A GPT-2 that hpclaunch's torch-only model can stand in for (may_be_lean, lean_model) keeps its tokenizer lazy:
+    loaded only if a text is tokenized, so the rank imports neither transformers nor its torch parts."""
+    lazy = LazyTokenizer(tokenizer_path(j.spec, d))
+    tokenizer_src = str(lazy.path)
+    lean = lean_model(j.spec, d, lazy) if may_be_lean(j.spec, d, j.deepspeed_config) else None
     tokenizer: PreTrainedTokenizerBase | LazyTokenizer
     model: PreTrainedModel | GPT2
     if lean is not None:
-        tokenizer, tokenizer_src, (model, changes) = lazy, str(lazy.path), lean
+        tokenizer, (model, changes) = lazy, lean
         log(f"model code: {model.model_name}")
     else:
-        tokenizer, tokenizer_src = load_tokenizer(j.spec, d)
+        tokenizer = lazy.loaded()
         model, changes = load_model(j.spec, tokenizer, d, j.deepspeed_config, tokenizer_src)
     for change in changes:
         log(f"config {change}")

@@ -112,7 +112,7 @@ class TorchEngine:
     def micro_step(self, inputs: dict[str, torch.Tensor], last: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-step of an optimizer step (a single rank has no
         # all-reduce; with torch.compile, self.model wraps the DDP module whose no_sync is used here).
-        syncer = self.ddp or self.grads
+        syncer = self.ddp if self.ddp is not None else self.grads
         sync = contextlib.nullcontext() if last or syncer is None else syncer.no_sync()
         with sync:
             with self.autocast():
@@ -121,7 +121,7 @@ class TorchEngine:
         return loss.detach()
 
     def step(self) -> torch.Tensor:
-        if self.grads:
+        if self.grads is not None:
             self.grads.wait()  # the all-reduces launched during backward, averaged into .grad
         if self.scaler:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
