@@ -19,8 +19,9 @@ from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_LINK = Path("/var/cache/hpclaunch/images/hpclaunch-test.sqfs")  # the profile's container.image
-TINY = ("--preset", "tiny", "--nodes", "2", "--gpus-per-node", "1", "--set", "train.max_steps=4",
-        "--set", "train.log_every=1", "--set", "train.save_every=0", "--set", "train.eval_steps=2")
+TINY = ("--preset", "tiny", "--nodes", "2", "--gpus-per-node", "1", "--exclude", "node3,node4",  # node1 named below
+        "--set", "train.max_steps=4", "--set", "train.log_every=1", "--set", "train.save_every=0",
+        "--set", "train.eval_steps=2")
 
 
 def _cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

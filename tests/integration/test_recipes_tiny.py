@@ -131,13 +131,15 @@ def test_a_torchrun_rank_imports_no_deepspeed(gpt2_ddp):
     """DDP needs no DeepSpeed: no rank imports it (its start-up record says so) and no rank log shows its
     accelerator warning ("Setting accelerator to CPU" from real_accelerator.py), which a DeepSpeed import prints.
     GPT-2 trains on hpclaunch's torch-only model: rank 1, which never builds the store's generated assets (rank 0
-    does, once per store), imports no transformers either."""
+    does, once per store), imports no transformers either, and no rank imports torch's compiler (with sympy: its
+    optimizer is hpclaunch's FusedAdamW)."""
     assert "model code: GPT-2 (hpclaunch.runtime.train.gpt2" in (gpt2_ddp / "logs" / "rank-0.restart-0.log").read_text()
     for rank in (0, 1):
         (start,) = records(gpt2_ddp, "startup", rank=rank)
         assert "torch" in start["packages"], start
         assert "deepspeed" not in start["packages"], start
         assert rank == 0 or "transformers" not in start["packages"], start
+        assert "sympy" not in start["packages"], start  # torch's compiler, which torch's own AdamW would import
         assert start["cpu_s"] == pytest.approx(start["user_s"] + start["sys_s"], abs=0.002) and start["cpu_s"] > 0
         log = (gpt2_ddp / "logs" / f"rank-{rank}.restart-0.log").read_text()
         assert "real_accelerator" not in log and "ds_accelerator" not in log, log[:2000]

@@ -90,7 +90,7 @@ class TorchEngine:
         self.model: torch.nn.Module = model if self.ddp is None else self.ddp
         if train.compile:
             self.model = cast(torch.nn.Module, torch.compile(self.model, mode=train.compile_mode))  # OptimizedModule
-        self.optimizer = make_optimizer(model, train, d.accelerator)
+        self.optimizer = make_optimizer(model, train, d.accelerator, own_step=True)  # plain tensors
         self.scheduler = make_scheduler(self.optimizer, train)
         self.dtype = _DTYPES.get(precision)
         self.scaler = torch.amp.GradScaler(d.accelerator) if precision == "fp16" else None

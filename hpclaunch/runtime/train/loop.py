@@ -15,6 +15,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -72,9 +73,12 @@ def evaluate(engine: Engine, blocks: Iterable[torch.Tensor], make_inputs: Inputs
 
 def _eager() -> contextlib.AbstractContextManager[object]:
     """A compiled model runs eager for evaluation: compiled, it would recompile for eval mode (its dropout
-    flags are guarded; a minute for BERT-large on an H100) to run a few batches (torch >= 2.6)."""
+    flags are guarded; a minute for BERT-large on an H100) to run a few batches (torch >= 2.6). Without
+    torch._dynamo loaded nothing was compiled, and set_stance would import it (1-2 s of CPU with sympy)."""
     set_stance = getattr(torch.compiler, "set_stance", None)
-    return set_stance("force_eager") if set_stance is not None else contextlib.nullcontext()
+    if set_stance is None or "torch._dynamo" not in sys.modules:
+        return contextlib.nullcontext()
+    return set_stance("force_eager")
 
 
 def peak_of(job: Job, d: Dist) -> float | None:

@@ -37,8 +37,12 @@ def make_scheduler(optimizer: torch.optim.Optimizer, train: TrainSpec) -> Lambda
     return LambdaLR(optimizer, factor)
 
 
-def make_optimizer(model: torch.nn.Module, train: TrainSpec, device_type: str) -> torch.optim.Optimizer:
-    """AdamW, weight decay on matrices only, fused where the device has a fused kernel."""
+def make_optimizer(
+    model: torch.nn.Module, train: TrainSpec, device_type: str, *, own_step: bool = False
+) -> torch.optim.Optimizer:
+    """AdamW, weight decay on matrices only, fused where the device has a fused kernel. `own_step`: hpclaunch's
+    FusedAdamW (adamw.py: the same kernel and state, stepped without importing torch's compiler) on a device with
+    the kernel, for an optimizer that steps plain tensors (not DeepSpeed's, not DTensors)."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -47,8 +51,13 @@ def make_optimizer(model: torch.nn.Module, train: TrainSpec, device_type: str) -
         {"params": [p for p, m in zip(params, matrix, strict=True) if m], "weight_decay": train.weight_decay},
         {"params": [p for p, m in zip(params, matrix, strict=True) if not m], "weight_decay": 0.0},
     ]
-    kwargs: dict[str, Any] = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
     hyper: dict[str, Any] = {"lr": train.lr, "betas": tuple(train.adam_betas), "eps": train.adam_eps}
+    if own_step:
+        from hpclaunch.runtime.train.adamw import FUSED_DEVICES, FusedAdamW
+
+        if device_type in FUSED_DEVICES:
+            return FusedAdamW(groups, **hyper)
+    kwargs: dict[str, Any] = {"fused": True} if device_type in ("cuda", "musa", "npu") else {}
     try:
         return torch.optim.AdamW(groups, **hyper, **kwargs)
     except (RuntimeError, TypeError):  # no fused kernel for this device
