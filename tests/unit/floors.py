@@ -3,8 +3,8 @@ a third-party package's version (the rest test hpclaunch's own logic, the same o
 scripts/test.sh runs them all). tests/unit/conftest.py marks them ``floors``; test-floors.sh runs ``-m floors``.
 
 A test module is in when
-- it imports one of FLOOR_PACKAGES itself (anywhere in the module): a new test that uses transformers, rich, ...
-  directly lands here without being listed; or
+- it imports one of FLOOR_PACKAGES itself (anywhere in the module, `pytest.importorskip("torch")` included): a new
+  test that uses transformers, rich, ... directly lands here without being listed; or
 - LISTED names it: it drives one of those packages through the CLI or hpclaunch's code without importing it
   (click's parsing, errors and completion; rich's tables; msgspec/PyYAML config loading and their error
   positions; Jinja's rendering; the hub's files and errors; transformers' configs; matplotlib; the MCP SDK).
@@ -56,11 +56,18 @@ def _imports_a_floor_package(path: Path) -> bool:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
+        elif _is_importorskip(node):  # torch = pytest.importorskip("torch")
+            names = [node.args[0].value]  # type: ignore[attr-defined]
         else:
             continue
         if any(name.split(".")[0] in FLOOR_PACKAGES for name in names):
             return True
     return False
+
+
+def _is_importorskip(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "importorskip"
+            and bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
 
 
 def is_floors_module(path: Path) -> bool:

@@ -20,6 +20,8 @@ def test_a_module_is_in_by_what_it_imports(tmp_path: Path) -> None:
         "test_b.py": ("def test_x():\n    import rich.table\n", True),  # inside a function counts too
         "test_c.py": ("import yaml\nfrom click.testing import CliRunner\n", False),  # plumbing only
         "test_d.py": ("from hpclaunch.core import cache\n", False),
+        "test_e.py": ('import pytest\ntorch = pytest.importorskip("torch")\n', True),  # a guarded import counts
+        "test_f.py": ('import pytest\nyaml = pytest.importorskip("yaml")\n', False),
     }
     for name, (source, _) in cases.items():
         (tmp_path / name).write_text(source)
