@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_recipes_tiny import losses
-from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+from tests.integration.test_slurm_launch import env, hostnames, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -29,11 +29,6 @@ def _sacct(job: str) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line]
 
 
-def _hosts(nodelist: str) -> list[str]:
-    return subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                          check=True).stdout.split()
-
-
 def test_three_faults_recover_inside_one_job_with_a_spare_and_the_uninterrupted_losses(env):  # noqa: F811
     faulty = submit({**env, "HPCLAUNCH_INJECT": FAULTS}, *RUN, "--spare-nodes", "1")
     reference = submit(env, *RUN)
@@ -43,7 +38,7 @@ def test_three_faults_recover_inside_one_job_with_a_spare_and_the_uninterrupted_
     assert seen[-1] == "COMPLETED", (seen, out[-4000:])
     rows = _sacct(job)
     assert {row[0].split(".")[0] for row in rows} == {job} and rows[0][1] == "COMPLETED", rows
-    assert len(_hosts(rows[0][2])) == 3  # two nodes and the spare
+    assert len(hostnames(rows[0][2])) == 3  # two nodes and the spare
     assert not (run_dir / "retries.jsonl").exists()  # nothing went back to the queue
     fired = {json.loads(line)["fault"]: json.loads(line) for line in
              (run_dir / "progress" / "injected.jsonl").read_text().splitlines()}
@@ -58,7 +53,7 @@ def test_three_faults_recover_inside_one_job_with_a_spare_and_the_uninterrupted_
     assert lost not in rec[2]["nodes"].split(",") and len(rec[2]["nodes"].split(",")) == 2
     steps = [row for row in rows if row[0].startswith(f"{job}.") and row[0][len(job) + 1:].isdigit()]
     assert len(steps) == 1 + 4, rows  # the node health check (every node), then the launch and three relaunches
-    assert len(_hosts(steps[0][2])) == 3 and lost not in _hosts(steps[-1][2]), rows  # the spare ran the last
+    assert len(hostnames(steps[0][2])) == 3 and lost not in hostnames(steps[-1][2]), rows  # the spare ran the last
     human = hpclaunch(env, "status", job).stdout
     assert f"recovery 3: node_lost: rank 0 on {lost}, resumed from step 16" in human, human
 

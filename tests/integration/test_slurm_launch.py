@@ -41,13 +41,18 @@ def submit(env: dict[str, str], *args: str) -> dict[str, str]:
     return json.loads(hpclaunch(env, "submit", *args, "--json").stdout)
 
 
+def hostnames(nodelist: str) -> list[str]:
+    """A Slurm node list (node[2-3]) as its host names, in order (scontrol show hostnames)."""
+    return subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
 def job_hosts(job: str) -> list[str]:
     """The hosts of a job's allocation in rank order (rank r of a one-rank-per-node job runs on the r-th), from
     sacct: which nodes the scheduler chose depends on what else ran (a node still cleaning up after the last test)."""
     nodes = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
                            text=True, check=True).stdout.strip()
-    return subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
-                          check=True).stdout.split()
+    return hostnames(nodes)
 
 
 def wait_state(env: dict[str, str], job: str, states: set[str], timeout: float = 300) -> list[str]:
