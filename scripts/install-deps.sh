@@ -30,7 +30,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       ver="$("$BASE_PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
       log "installing python${ver}-venv (this python3 has no venv module)"
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python${ver}-venv" >/dev/null
+      # the lock timeout: .ci/run starts the dev cluster (its own apt-get) beside this
+      apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq "python${ver}-venv" >/dev/null
     else
       echo "install-deps: $BASE_PY cannot make a virtual environment (no venv/ensurepip module)." >&2
       echo "  On Debian/Ubuntu: sudo apt-get install python3-venv, then run this again." >&2

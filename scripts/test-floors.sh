@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The lowest versions pyproject.toml allows, tested (issue 22; a step of .ci/run after the main tests):
 #   bash scripts/test-floors.sh [PYTEST_ARGS...]
+#   bash scripts/test-floors.sh --install      step 1 only (.ci/run runs it in the background while the main tests'
+#                                              environment and the dev cluster are set up)
 # 1. makes .venv-floors/ from python3 and installs hpclaunch[recipes,mcp] with every direct dependency at its floor
 #    (uv's --resolution lowest-direct: click 8.2.1, rich 14.3, torch 2.5, transformers 4.56, datasets 2.19,
 #    deepspeed 0.15, accelerate 0.30, ...; their own dependencies at what fits), the test tools at their newest;
@@ -37,7 +39,7 @@ log() { echo "[test-floors $(( $(date +%s) - T0 ))s] $*"; }
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv
 uv_install() { VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "$@"; }
 uv_install --resolution lowest-direct --upgrade -e "$ROOT[recipes,mcp]"  # --upgrade: a newer version left here goes
-uv_install pytest hypothesis jsonschema
+uv_install pytest pytest-xdist hypothesis jsonschema
 "$VENV/bin/python" - <<'EOF'
 import importlib.metadata as m
 print("[test-floors] installed:", ", ".join(f"{d} {m.version(d)}" for d in (
@@ -45,12 +47,14 @@ print("[test-floors] installed:", ", ".join(f"{d} {m.version(d)}" for d in (
     "deepspeed", "accelerate", "tokenizers", "matplotlib", "numpy")))
 EOF
 log "installed"
+[ "${1:-}" = --install ] && exit 0
 
 cd "$ROOT"
 # as if activated: the jobs the tests (and the main job below) start run `python` from PATH
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" PYTHONPATH="$ROOT"
 if [ "$#" = 0 ]; then set -- -m floors tests/unit; fi
-"$VENV/bin/python" -m pytest -q -x -p no:cacheprovider "$@"
+# two xdist workers (the unit tests' own CPU work, on 2 cores)
+"$VENV/bin/python" -m pytest -q -x -p no:cacheprovider -n 2 "$@"
 log "unit tests passed"
 [ "${HPCLAUNCH_FLOORS_NO_JOB:-0}" = 1 ] && exit 0
 

@@ -23,12 +23,18 @@ Markers
 ``@pytest.mark.slow``   trains real models (minutes on 2 cores).
 ``@pytest.mark.gpu``    needs an NVIDIA GPU; the only tests allowed to skip under strict skips.
 
+Order: the test files run longest first (their seconds in ``tests/durations.json``; a file not listed counts
+``UNKNOWN_FILE_S``), so that on xdist workers (``scripts/test.sh`` runs ``-n 4 --dist loadfile``: each file on one
+worker, its module fixtures made once) no long file starts last. ``HPCLAUNCH_RECORD_DURATIONS=1`` writes that file
+anew from the run (docs/testing.md#the-order).
+
 Strict skips: with ``HPCLAUNCH_STRICT_SKIPS=1`` (``scripts/test.sh`` and CI set it) a test that skips
 fails the run, with its reason listed, unless it is marked ``gpu``: every test that can run here must run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -56,7 +62,30 @@ def slurm_available() -> bool:
     return proc.returncode == 0
 
 
+DURATIONS = TESTS / "durations.json"
+UNKNOWN_FILE_S = 30.0
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: the files with the most recorded seconds first, each file's tests together and in
+    their own order (a stable sort)."""
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(_file_of(item.nodeid), i)
+    items.sort(key=lambda item: (-float(seconds.get(_file_of(item.nodeid), UNKNOWN_FILE_S)),
+                                 first_seen[_file_of(item.nodeid)]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _longest_files_first(items)
     if not any(item.get_closest_marker("slurm") for item in items):
         return
     if slurm_available():
@@ -74,7 +103,12 @@ def _strict_skips() -> bool:
     return os.environ.get("HPCLAUNCH_STRICT_SKIPS") == "1"
 
 
+_FILE_SECONDS: dict[str, float] = {}
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # set-up, call and tear-down of each test, by file (on xdist's controller: every worker's reports come here)
+    _FILE_SECONDS[_file_of(report.nodeid)] = _FILE_SECONDS.get(_file_of(report.nodeid), 0.0) + report.duration
     if not (_strict_skips() and report.skipped) or "gpu" in report.keywords:
         return
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -82,6 +116,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("HPCLAUNCH_RECORD_DURATIONS") == "1" and _FILE_SECONDS and not hasattr(session.config,
+                                                                                            "workerinput"):
+        try:  # a run of some files updates theirs
+            recorded = json.loads(DURATIONS.read_text())
+        except (OSError, ValueError):
+            recorded = {}
+        recorded.update((f, round(s, 1)) for f, s in _FILE_SECONDS.items())
+        recorded = dict(sorted(recorded.items(), key=lambda fs: -fs[1]))
+        DURATIONS.write_text(json.dumps(recorded, indent=1) + "\n")
     if _UNEXPECTED_SKIPS and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

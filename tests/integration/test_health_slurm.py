@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+from tests.integration.test_slurm_launch import (  # noqa: F401
+    env,
+    hpclaunch,
+    needs_slurm,
+    status_json,
+    submit,
+    wait_state,
+)
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -22,7 +29,7 @@ TINY = ("recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout"
 
 
 def _status(env: dict[str, str], job: str) -> dict:  # noqa: F811
-    return json.loads(hpclaunch(env, "status", job, "--json").stdout)
+    return status_json(env, job)
 
 
 def _hosts(run_dir: Path, job: str) -> list[str]:

@@ -59,3 +59,34 @@ def test_the_readme_setup_runs_with_debians_own_python(tmp_path: Path) -> None:
     assert base == "/usr", base  # made from Debian's python3
     assert re.search(r"job local-\d+ COMPLETED", out), out[-3000:]
     assert "use it with: source" in out  # install-deps says how to use the environment afterwards
+
+
+def login_node_install() -> str:
+    """The README's login-node install line (an indented command line), as pasted."""
+    lines = [line.strip() for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+             if line.startswith("    python3 -m venv ~/hpclaunch-env")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_the_login_node_install_runs_as_pasted(tmp_path: Path) -> None:
+    """README's (and the quickstart's) `python3 -m venv ~/hpclaunch-env && ~/hpclaunch-env/bin/pip install .`, in
+    the checkout's folder with Debian's python3, as pasted: the light core installs (no torch) and its hpclaunch
+    runs. ~30 s (pip's cache is warm)."""
+    command = login_node_install()
+    quickstart = (REPO / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    assert any(line.split("#")[0].strip() == command for line in quickstart.splitlines()), command
+    tree = checkout_copy(tmp_path / "hpclaunch")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON", "PYENV", "HPCLAUNCH"))}
+    env.update(PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOME=str(home),
+               PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")))
+    proc = subprocess.run(["bash", "-c", command], cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    venv = home / "hpclaunch-env"
+    listed = subprocess.run([str(venv / "bin" / "hpclaunch"), "profiles", "list"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0 and "guangzhou-a800" in listed.stdout, listed.stdout + listed.stderr
+    torch = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"], capture_output=True, text=True)
+    assert torch.returncode != 0 and "No module named 'torch'" in torch.stderr  # the light core: no torch

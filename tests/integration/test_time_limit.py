@@ -10,7 +10,6 @@ would) so that it surely finishes: its own end is not what is tested here."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +18,14 @@ import pytest
 import yaml
 
 from hpclaunch.state.runfiles import RunFiles, read_json_lines
-from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+from tests.integration.test_slurm_launch import (  # noqa: F401
+    env,
+    hpclaunch,
+    needs_slurm,
+    status_json,
+    submit,
+    wait_state,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
@@ -48,7 +54,7 @@ def _latest_state(env: dict[str, str], job: str, timeout: float) -> dict:  # noq
     """`status JOB --json` once the newest job of JOB's chain has ended."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        answer = json.loads(hpclaunch(env, "status", job, "--json").stdout)
+        answer = status_json(env, job)
         if (answer.get("latest") or {}).get("state") in ENDED:
             return answer
         time.sleep(1)

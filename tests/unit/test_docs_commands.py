@@ -6,7 +6,9 @@ queued; `--follow` dropped); commands about a job (status, logs, report, compare
 against a real job the test runs on the `local` profile (gpt2's tiny preset, two CPU ranks), its id standing for
 the docs' 12345, 42, JOB, ...; RUN_DIR, the export-run archive and the placeholders of usage lines (P, RECIPE,
 JOB_A) are substituted; optional parts in brackets are left out; `watch` without jobs runs `--once`. What cannot
-run here is in CANNOT_RUN with the reason.
+run here is in CANNOT_RUN with the reason. A command that starts with environment assignments
+(`HPCLAUNCH_PATH=tests/fixtures hpclaunch submit ...`) runs with them set, from the checkout's root, where a user of
+the docs stands when a value is a path relative to it.
 """
 
 from __future__ import annotations
@@ -71,13 +73,17 @@ def joined_lines(text: str) -> Iterator[tuple[int, str]]:
         yield n, line
 
 
+ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S* +)+")  # `NAME=value NAME2=value hpclaunch ...`
+
+
 def doc_commands() -> list[tuple[str, str]]:
-    """(file:line, command) for each `hpclaunch ...` command shown; `a ; b` on one line are two."""
+    """(file:line, command) for each `hpclaunch ...` command shown, with the environment assignments before it;
+    `a ; b` on one line are two."""
     out = []
     for doc in DOCS:
         for n, line in joined_lines(doc.read_text(encoding="utf-8")):
             text = re.sub(r"^\$ ", "", line.strip())
-            if not text.startswith("hpclaunch "):
+            if not ASSIGNMENTS.sub("", text).startswith("hpclaunch "):
                 continue
             for part in re.split(r" ; ", text):
                 out.append((f"{doc.relative_to(REPO)}:{n}", part.strip()))
@@ -87,9 +93,15 @@ def doc_commands() -> list[tuple[str, str]]:
 COMMANDS = doc_commands()
 
 
+def assignments_of(command: str) -> dict[str, str]:
+    """The environment a command sets for itself (`NAME=value hpclaunch ...`)."""
+    found = ASSIGNMENTS.match(command)
+    return dict(w.split("=", 1) for w in shlex.split(found[0])) if found else {}
+
+
 def argv_of(command: str) -> list[str]:
     """The words after `hpclaunch`, without the comment and the optional [..] parts of usage lines."""
-    words, out, depth = shlex.split(command, comments=True)[1:], [], 0
+    words, out, depth = shlex.split(ASSIGNMENTS.sub("", command), comments=True)[1:], [], 0
     for w in words:
         if w.startswith("["):
             depth += 1
@@ -105,6 +117,7 @@ def test_the_docs_show_commands():
     assert ("docs/mindspore.md:6", "hpclaunch submit recipes/gpt_mindspore --profile dev-slurm --preset tiny --nodes 2 "
             "--gpus-per-node 2") in COMMANDS
     assert ("README.md:53", "hpclaunch jobs") in COMMANDS  # one of `a ; b ; c`
+    assert any(assignments_of(c) == {"HPCLAUNCH_PATH": "tests/fixtures"} for _, c in COMMANDS)  # quickstart's Slurm run
 
 
 def _cannot(command: str) -> str | None:
@@ -193,7 +206,13 @@ def test_the_command_runs(docs_env, where, command):
     args = prepared(command, docs_env)
     if args[0] == "export":  # each export of the docs writes the same folder, which export does not overwrite
         shutil.rmtree(Path(str(docs_env["run_dir"])) / "export", ignore_errors=True)
-    result = docs_env["run"](*args)  # type: ignore[operator]
+    environ = assignments_of(command)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in environ.items():
+            mp.setenv(name, value)
+        if environ:
+            mp.chdir(REPO)
+        result = docs_env["run"](*args)  # type: ignore[operator]
     expected = next((code for pattern, code in EXPECTED_CODE.items() if re.search(pattern, command)), 0)
     assert result.exit_code == expected, f"{where}: hpclaunch {shlex.join(args)}\n{result.output[-3000:]}"
     assert "Traceback" not in result.output
