@@ -5,6 +5,7 @@ slurmrestd)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,13 +23,16 @@ def _status(environ: dict[str, str], job: str) -> dict:
 
 def test_a_job_submitted_after_another_waits_for_it_then_completes(env: dict[str, str], backend: Backend) -> None:  # noqa: F811
     env = backend.env(env)
-    a = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--set", 'args=["--sleep", "30"]')
+    # A runs until the test lets it end (the file `go` in its run directory), not for a guessed number of seconds
+    a = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--set",
+               'args=["--sleep", "900", "--sleep-unless-exists", "go"]')
     b = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--after", f"{a['job_id']}:ok")
     try:
         wait_state(env, a["job_id"], {"RUNNING"}, timeout=120)
         waiting = _status(env, b["job_id"])
         assert waiting["state"] == "PENDING" and waiting["reason"] == "Dependency", waiting
         assert _status(env, a["job_id"])["state"] == "RUNNING"  # A still runs: B waited for it, not for a node
+        (Path(a["run_dir"]) / "go").touch()
         seen = wait_state(env, b["job_id"], ENDED, timeout=300)
         assert seen[-1] == "COMPLETED", seen
         assert _status(env, a["job_id"])["state"] == "COMPLETED"

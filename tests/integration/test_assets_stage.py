@@ -64,9 +64,8 @@ def test_stage_model_and_dataset_then_restage_is_instant(asset_env: AssetEnv, hu
     assert not list(asset_env.store.rglob(".staging-*"))
 
     gets = len(hub.requests)
-    t0 = time.monotonic()
+    # (how fast a re-stage is: benchmarks/stage_assets.py; a test on the shared machine checks what it does)
     again = _stage(asset_env, "--model", MODEL, "--dataset", f"{DATASET}:big-v1")
-    assert time.monotonic() - t0 < 1.0
     assert [a["status"] for a in json.loads(again.stdout)["assets"]] == ["present", "present"]
     assert len(hub.requests) == gets  # no network at all
 

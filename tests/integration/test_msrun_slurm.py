@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.schedulers import get_scheduler
+from tests.integration.waiting import Deadline
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
@@ -53,14 +54,14 @@ def _submit(hpclaunch, *extra: str) -> tuple[str, Path]:
 
 def _wait(job_id: str, timeout: float = 600):
     slurm = get_scheduler("slurm")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout, [job_id])  # its time queued for nodes not counted
+    while not deadline.expired():
         st = slurm.status([job_id]).get(job_id)
         if st is not None and st.finished:
             return st
-        time.sleep(3)
+        time.sleep(1)
     subprocess.run(["scancel", job_id], check=False)
-    pytest.fail(f"job {job_id} did not finish within {timeout} s")
+    pytest.fail(f"job {job_id} did not finish within {timeout} s (+{deadline.queued:.0f} s queued)")
 
 
 def _worker_logs(run_dir: Path) -> dict[int, str]:
@@ -145,12 +146,12 @@ def test_failing_worker_fails_the_job_with_its_code(hpclaunch):
 
 def test_cancel_leaves_no_msrun_scheduler_or_worker(hpclaunch):
     job_id, run_dir = _submit(hpclaunch, "--set", "train.max_steps=2000")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    deadline = Deadline(300, [job_id])
+    while not deadline.expired():
         logs = _worker_logs(run_dir)
         if len(logs) == 4 and all("train: Step:1/" in t for t in logs.values()):
             break
-        time.sleep(3)
+        time.sleep(1)
     else:
         subprocess.run(["scancel", job_id], check=False)
         pytest.fail("the workers did not start training within 300 s")

@@ -16,6 +16,7 @@ import pytest
 
 from hpclaunch.state.runfiles import RunFiles
 from tests.integration.test_slurm_launch import env, hpclaunch, needs_slurm, submit, wait_state  # noqa: F401
+from tests.integration.waiting import LONG_S
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -26,9 +27,10 @@ TINY = ("recipes/gpt2", "--preset", "tiny", "--nodes", "2", "--gpus-per-node", "
 
 
 def _on_node1(*cmd: str) -> subprocess.CompletedProcess[str]:
-    """A command in node1's mount namespace: a one-task Slurm step there."""
+    """A command in node1's mount namespace: a one-task Slurm step there (it waits while other tests' jobs fill
+    node1: the suite runs on several workers)."""
     return subprocess.run(["srun", "-N1", "-w", "node1", "-t", "1", "-J", "hpclaunch-test-scratch", *cmd],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=LONG_S)
 
 
 @pytest.fixture(scope="module")

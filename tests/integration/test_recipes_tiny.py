@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.waiting import LONG_S
+
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_mem_bytes", "mfu"}
 # Short runs: a loss logged every step, no intermediate checkpoint.
@@ -51,7 +53,7 @@ def submit(
         cmd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=LONG_S,  # --follow: the job's time queued for nodes is in it
         env={**os.environ, "HPCLAUNCH_HOME": str(home), **(env or {})},
     )
     run_dir = re.search(r"run directory: (\S+)", proc.stdout + proc.stderr)

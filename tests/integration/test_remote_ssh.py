@@ -13,6 +13,7 @@ The jobs get `--set env.PYTHONPATH=<this checkout>` so that the compute nodes ru
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -37,7 +38,11 @@ SHORT = ("--set", "train.max_steps=8", "--set", "train.log_every=1", "--set", "t
 def _sshd_up() -> bool:
     if shutil.which("sinfo") is None or subprocess.run(["sinfo"], capture_output=True).returncode != 0:
         return False
-    up = subprocess.run([str(REPO / "scripts" / "dev-sshd.sh"), "up"], capture_output=True, text=True)
+    # every xdist worker imports this module when it collects: one at a time runs the script (it rewrites sshd's
+    # files and may restart it), the others then find it up
+    with open(Path(tempfile.gettempdir()) / "hpclaunch-dev-sshd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        up = subprocess.run([str(REPO / "scripts" / "dev-sshd.sh"), "up"], capture_output=True, text=True)
     return up.returncode == 0
 
 

@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from tests.integration.backends import Backend
-from tests.integration.test_slurm_launch import env, hpclaunch, job_hosts, needs_slurm, submit, wait_state  # noqa: F401
+from tests.integration.test_slurm_launch import (  # noqa: F401
+    env,
+    hpclaunch,
+    job_hosts,
+    needs_slurm,
+    submit,
+    wait_state,
+)
+from tests.integration.waiting import Deadline, start_now
 
 pytestmark = [needs_slurm, pytest.mark.slurm, pytest.mark.slow]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -97,11 +105,12 @@ def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env, backend)
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     out = run_dir / "logs" / f"job.{job}.out"
     for restart in range(3):
-        deadline = time.time() + 240
-        while time.time() < deadline and f"restart {restart} on" not in (out.read_text() if out.exists() else ""):
+        deadline = Deadline(240, [job])
+        while f"restart {restart} on" not in (out.read_text() if out.exists() else ""):
+            deadline.check(f"restart {restart} did not start")
             time.sleep(1)
-        assert f"restart {restart} on" in out.read_text(), out.read_text()[-2000:]
         subprocess.run(["scontrol", "requeue", job], check=True)
+        start_now(job)
     seen = wait_state(env, job, ENDED, timeout=300)
     assert seen[-1] == "FAILED", seen
     reason = (run_dir / "stop_reason").read_text()

@@ -11,6 +11,7 @@ import pytest
 
 from hpclaunch.schedulers.slurm.scheduler import sbatch_options
 from hpclaunch.submission.resolve import resolve
+from tests.integration.waiting import Deadline
 
 
 @pytest.mark.slurm
@@ -37,8 +38,9 @@ def test_sbatch_reads_quoted_output_paths(hpc_home, tmp_path, folder):
         .split(";")[0]
     )
     out = run_dir / "logs" / f"job.{job}.out"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (out.is_file() and out.read_text().strip()):
+    deadline = Deadline(120, [job])
+    while not (out.is_file() and out.read_text().strip()):
+        deadline.check(f"job {job} wrote no output")
         time.sleep(0.5)
     assert out.read_text().strip() == f"ran {job}"
     assert not list(Path(tmp_path).rglob("PWNED"))

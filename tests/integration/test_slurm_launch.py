@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.waiting import QUEUE_CEILING_S, QUEUED_FOR_NODES
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 needs_slurm = pytest.mark.skipif(shutil.which("sinfo") is None
                                  or subprocess.run(["sinfo"], capture_output=True).returncode != 0,
@@ -82,11 +84,6 @@ def job_hosts(job: str) -> list[str]:
     nodes = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=NodeList"], capture_output=True,
                            text=True, check=True).stdout.strip()
     return hostnames(nodes)
-
-
-# Reasons a job waits for nodes that other tests' jobs hold (the tests run on several xdist workers at once).
-QUEUED_FOR_NODES = {"Resources", "Priority", "None", "", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN"}
-QUEUE_CEILING_S = 1800  # the most a job may wait for nodes on top of a test's own timeout
 
 
 def wait_state(env: dict[str, str], job: str, states: set[str], timeout: float = 300) -> list[str]:

@@ -16,6 +16,7 @@ from hpclaunch.cli.main import cli
 from hpclaunch.core import cmd
 from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler
 from hpclaunch.state import registry
+from tests.integration.waiting import Deadline
 
 NOACCT_CONF = Path(
     "/etc/slurm/slurm-noacct.conf"
@@ -55,12 +56,12 @@ def status_json(job: str) -> dict:
 
 
 def wait_state(job: str, states: set[str], timeout: float = 60) -> dict:
-    end = time.monotonic() + timeout
+    deadline = Deadline(timeout, [job])  # the time queued for nodes other tests' jobs hold not counted
     while True:
         s = SlurmScheduler().status([job])[job]
         if s.state in states:
             return s
-        assert time.monotonic() < end, s
+        deadline.check(f"job {job} is {s.state}, not {states}")
         time.sleep(0.5)
 
 
@@ -81,12 +82,15 @@ def test_jobs_that_cannot_start_show_why_in_words(home: Path) -> None:
         ids.append(never)
         for j in ids:
             record(j, home / j)
-        time.sleep(2)  # let the scheduler evaluate the dependency
         expect = {
             held: ("JobHeldUser", "held by its owner"),
             too_big: ("PartitionNodeLimit", "more nodes than"),
             never: ("DependencyNeverSatisfied", "can never start"),
         }
+        deadline = Deadline(60)  # until the scheduler has evaluated the dependency (sched_interval=5 s)
+        while status_json(never)["reason"] != "DependencyNeverSatisfied":
+            deadline.check(f"job {never}'s reason is {status_json(never)['reason']}, not DependencyNeverSatisfied")
+            time.sleep(0.5)
         for j, (code, text) in expect.items():
             s = status_json(j)
             assert (s["state"], s["reason"]) == ("PENDING", code), s

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.runtime.train.schedule import lr_at
+from tests.integration.waiting import LONG_S
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -23,7 +24,7 @@ SHORT = ("--set", "train.max_steps=4", "--set", "train.log_every=1", "--set", "t
          "--set", "train.eval_steps=1", "--set", "train.warmup_steps=0")
 
 
-def cli(home: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+def cli(home: Path, *args: str, timeout: float = LONG_S) -> subprocess.CompletedProcess:  # --follow: queued time in it
     return subprocess.run([sys.executable, "-m", "hpclaunch.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "HPCLAUNCH_HOME": str(home)})
 

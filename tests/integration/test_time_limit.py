@@ -26,6 +26,7 @@ from tests.integration.test_slurm_launch import (  # noqa: F401
     submit,
     wait_state,
 )
+from tests.integration.waiting import Deadline
 
 REPO = Path(__file__).resolve().parents[2]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
@@ -41,24 +42,26 @@ def _no_requeue_profile(tmp_path: Path) -> Path:
 
 
 def _follow_on(run_dir: Path, job: str, timeout: float) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    deadline = Deadline(timeout, [job])  # its time queued for nodes not counted
+    while True:
         for entry in read_json_lines(RunFiles(run_dir).retries):
             if entry.get("from") == job and entry.get("chain"):
                 return entry
+        deadline.check(f"no follow-on job of {job} in {RunFiles(run_dir).retries}")
         time.sleep(0.2)
-    raise AssertionError(f"no follow-on job of {job} in {RunFiles(run_dir).retries}")
 
 
 def _latest_state(env: dict[str, str], job: str, timeout: float) -> dict:  # noqa: F811
     """`status JOB --json` once the newest job of JOB's chain has ended."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    deadline = Deadline(timeout, [job])
+    while True:
         answer = status_json(env, job)
         if (answer.get("latest") or {}).get("state") in ENDED:
             return answer
+        if (answer.get("latest") or {}).get("job_id"):
+            deadline.watch(answer["latest"]["job_id"])  # the follow-on's time queued for nodes not counted either
+        deadline.check(f"the follow-on of job {job} did not end")
         time.sleep(1)
-    raise AssertionError(f"the follow-on of job {job} did not end in {timeout} s")
 
 
 @needs_slurm
@@ -114,9 +117,9 @@ def test_a_requeueing_job_saves_before_its_end_and_requeues_itself(env):  # noqa
                  "--set", "train.save_every=0")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])
     second = run_dir / "logs" / "rank-0.restart-1.log"
-    deadline = time.time() + 300
+    deadline = Deadline(300, [job])  # its time queued for nodes, before each run, not counted
     try:
-        while time.time() < deadline and "resumed from" not in (second.read_text() if second.is_file() else ""):
+        while not deadline.expired() and "resumed from" not in (second.read_text() if second.is_file() else ""):
             time.sleep(1)
     finally:
         subprocess.run(["scancel", job], check=False)

@@ -42,7 +42,9 @@ def test_two_node_job_has_every_phase_in_order_and_tensorboard_events(tmp_path):
     absent = ("env_staged", "env_fallback", "container_started")  # no node-local env nor its fallback; no container
     assert stamped == [p for p in timeline.PHASES if p not in absent], stamped
     assert list(entry["durations"]) == [s for p, s in timeline.SPANS.items() if p not in absent]
-    assert entry["durations"]["job_script"] < 1.0, entry["durations"]  # module load is in `env`, not here
+    # module load is in `env`, not here: the job script's own span is the few lines before it (under 1 s on a quiet
+    # machine; 10 s leaves room for the suite's other workers on the same 2 cores)
+    assert entry["durations"]["job_script"] < 10.0, entry["durations"]
     text = _cli(home, "status", job.group(1)).stdout
     assert "timeline: queued " in text and "start-up " in text, text
 

@@ -83,8 +83,9 @@ def test_watch_in_tmux_shows_the_running_jobs_step_advancing(hpc_home, tmp_path)
         first = _wait("the job's row with a step", lambda: _step(capture(), job) is not None and capture())
         assert "RUNNING" in first and "hpclaunch watch" in first, first
         assert max(len(line) for line in first.splitlines()) <= 80, first
-        time.sleep(4)
-        second = capture()
+        # the step advances on the screen (however long a step takes on the busy machine)
+        second = _wait("the step to advance", lambda: (pane := capture()) and (_step(pane, job) or 0) >
+                       _step(first, job) and pane)  # type: ignore[operator]
         assert _step(second, job) > _step(first, job), f"{first}\n---\n{second}"  # type: ignore[operator]
 
         subprocess.run([*tmux, "send-keys", "-t", "w", "C-c"], check=True)
@@ -113,8 +114,9 @@ def test_logs_follow_in_tmux_keeps_the_progress_line_under_the_log_lines(hpc_hom
         assert _PROGRESS.match(lines[-1]), first  # the last line on the screen, under the streamed log lines
         assert any(line.startswith("[rank0] ") for line in lines[:-1]), first
         assert len(_PROGRESS.findall(first)) == 1, first  # redrawn in place, not repeated
-        time.sleep(4)
-        second = capture()
+        first_step = int(_PROGRESS.search(first).group(1))  # type: ignore[union-attr]
+        second = _wait("the progress line's step to advance", lambda: (pane := capture()) and (
+            m := _PROGRESS.search(pane)) and int(m.group(1)) > first_step and pane)
         steps = [int(m.group(1)) for m in (_PROGRESS.search(first), _PROGRESS.search(second)) if m]
         assert len(steps) == 2 and steps[1] > steps[0], f"{first}\n---\n{second}"
 
