@@ -22,6 +22,7 @@ def _status(environ: dict[str, str], job: str) -> dict:
 
 
 def test_a_job_submitted_after_another_waits_for_it_then_completes(env: dict[str, str], backend: Backend) -> None:  # noqa: F811
+    """Over 30 s: two jobs one after the other (B starts only once A ended), each a torch start-up on a node."""
     env = backend.env(env)
     # A runs until the test lets it end (the file `go` in its run directory), not for a guessed number of seconds
     a = submit(env, "allreduce", *backend.args, "--layout", "1n1g", "--set",

@@ -47,6 +47,8 @@ def _losses(run: RunFiles) -> dict[int, float]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_tiny_gpt2_in_a_charliecloud_container_on_two_nodes_matches_the_run_without(tmp_path):
+    """Over 30 s: two 2-node trainings (in the container and without, to compare their losses) and the image's
+    unpack on each node."""
     built = subprocess.run(["bash", str(REPO / "scripts" / "build-test-image.sh")], capture_output=True, text=True,
                            timeout=1800)
     assert built.returncode == 0, built.stderr[-3000:]

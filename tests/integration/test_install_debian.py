@@ -35,6 +35,8 @@ def checkout_copy(dest: Path) -> Path:
 
 
 def test_the_readme_setup_runs_with_debians_own_python(tmp_path: Path) -> None:
+    """Over 30 s: a new venv with the whole stack (the torch wheel alone is ~200 MB to unpack), then the README's
+    job."""
     assert DEBIAN_PYTHON.is_file(), "this test needs Debian's /usr/bin/python3"
     managed = subprocess.run([str(DEBIAN_PYTHON), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
                              capture_output=True, text=True, check=True).stdout.strip()

@@ -120,6 +120,7 @@ def test_report_and_compare_on_real_metrics(jobs: dict) -> None:
 
 
 def test_logs_complete_across_a_requeue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs of the job (before and after the requeue), each a torch start-up on two ranks."""
     monkeypatch.setenv("HPCLAUNCH_HOME", str(tmp_path))
     monkeypatch.setenv("HPCLAUNCH_PATH", str(FIXTURES))
     # the job sleeps long enough to be requeued while it runs (the requeue ends that run); the test then lets the
@@ -169,7 +170,9 @@ def test_follow_streams_a_running_job_until_it_ends(tmp_path: Path, monkeypatch:
 
 
 def test_time_limit_is_diagnosed(jobs: dict) -> None:
-    """Last in the module: its job runs into its 1-minute limit while the tests above run."""
+    """Last in the module: its job runs into its 1-minute limit while the tests above run.
+    Over 30 s when it waits: the job needs its 1-minute limit to run out.
+    """
     wait([jobs["timeout"]["job_id"]])
     d = cli_json("logs", jobs["timeout"]["job_id"], "--diagnose")
     assert (d["state"], d["cause"], d["rank"]) == ("TIMEOUT", "slurm_timeout", None), d

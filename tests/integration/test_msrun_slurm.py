@@ -77,6 +77,7 @@ def _leftovers(run_dir: Path) -> list[str]:
 
 
 def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
+    """Over 30 s: MindSpore's import and graph compile in each of 4 workers on 2 nodes, on 2 shared cores."""
     job_id, run_dir = _submit(hpclaunch)
     st = _wait(job_id)
     assert st.state == "COMPLETED", (st, (run_dir / "logs" / f"job.{job_id}.out").read_text()[-3000:])
@@ -108,7 +109,9 @@ def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
 
 def test_batch_eval_checkpoint_and_tied_keys_are_honoured(hpclaunch):
     """The keys resolved.yaml records are the ones the script trains with: the global batch (micro x accum x
-    data parallel), evaluation every eval_every steps, a checkpoint every save_every steps, tied embeddings."""
+    data parallel), evaluation every eval_every steps, a checkpoint every save_every steps, tied embeddings.
+    Over 30 s: MindSpore's import and graph compile in 4 workers, with evaluation and a checkpoint.
+    """
     job_id, run_dir = _submit(hpclaunch, "--set", "train.global_batch_size=64", "--set", "train.max_steps=8",
                               "--set", "train.eval_every=4", "--set", "train.save_every=4", "--set",
                               "model.config.untie_embeddings_and_output_weights=false")

@@ -57,6 +57,7 @@ def _run(home: Path, profile: Path, *extra: str) -> Path:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profile):
+    """Over 30 s: three 2-node runs (cold copy, warm, recopied) and the pack of the 1.8 GB environment."""
     path, scratch = profile
     shared = _run(home, REPO / "cluster_profiles" / "dev-slurm.yaml")
     cold = _run(home, path, "--set", "python.stage=node-local")

@@ -31,6 +31,8 @@ def _sacct(job: str) -> list[list[str]]:
 
 
 def test_three_faults_recover_inside_one_job_with_a_spare_and_the_uninterrupted_losses(env):  # noqa: F811
+    """Over 30 s: three relaunches inside the job (the hang is found by the watchdog, 45 s after it) and an
+    uninterrupted reference run."""
     faulty = submit({**env, "HPCLAUNCH_INJECT": FAULTS}, *RUN, "--spare-nodes", "1")
     reference = submit(env, *RUN)
     job, run_dir = faulty["job_id"], Path(faulty["run_dir"])

@@ -31,6 +31,7 @@ def _train_steps(run_dir: Path) -> list[int]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_preempted_job_checkpoints_requeues_and_resumes(env, backend):  # noqa: F811
+    """Over 30 s: a run to step 10, the checkpoint at USR1, the requeue and a second run to step 300."""
     env = backend.env(env)
     sub = submit(env, "recipes/gpt2", *backend.args, "--preset", "tiny", "--layout", "1n2g",
                  "--set", "train.max_steps=300", "--set", "train.log_every=5", "--set", "train.save_every=0",

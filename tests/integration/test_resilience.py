@@ -59,6 +59,7 @@ def _submit_injected(env: dict[str, str], backend: Backend, inject: str, *extra:
 
 @pytest.mark.parametrize("backend", ["dev-slurm"], indirect=True)  # in-job: see the module's docstring
 def test_a_hung_rank_ends_the_whole_job_within_three_minutes_and_is_named(env, backend):  # noqa: F811
+    """Over 30 s: the watchdog's timeout (60 s: its floor for an adaptive timeout) must pass after the hang."""
     env = backend.env(env)
     job, run_dir = _submit_injected(env, backend, "hang:1:5", "--set", "train.max_steps=400",
                                     "--set", "watchdog.timeout=60")
@@ -100,6 +101,7 @@ def test_a_crashed_or_killed_rank_ends_the_job_within_90_seconds_and_is_named(en
 
 @pytest.mark.parametrize("backend", ["dev-slurm"], indirect=True)  # in-job: see the module's docstring
 def test_a_job_requeued_three_times_without_a_new_checkpoint_stops(env, backend):  # noqa: F811
+    """Over 30 s: four runs of one job (three requeues), each a torch start-up."""
     env = backend.env(env)
     sub = submit(env, "allreduce", *backend.args, "--preset", "slow", "--layout", "1n1g")
     job, run_dir = sub["job_id"], Path(sub["run_dir"])

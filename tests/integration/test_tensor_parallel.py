@@ -59,6 +59,7 @@ def ddp(home) -> Path:
 
 
 def test_tp2_x_dp2_gives_the_losses_of_ddp_over_4_ranks(tp, ddp):
+    """Near 30 s: 4 ranks of tensor x data parallel and a 4-rank DDP reference."""
     assert "tensor parallel 2 x data parallel 2" in (tp / "logs" / "rank-0.restart-0.log").read_text()
     a, b = losses(tp), losses(ddp)
     assert sorted(a) == sorted(b) == list(range(1, MAX_STEPS + 1))

@@ -68,6 +68,8 @@ def _latest_state(env: dict[str, str], job: str, timeout: float) -> dict:  # noq
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_short_job_saves_before_its_end_and_chains_a_follow_on_that_finishes(env, tmp_path):  # noqa: F811
+    """Over 30 s: the first job runs into its time limit (2 minutes, as short as Slurm's minutes allow while
+    leaving time to save), then its follow-on runs."""
     profile = _no_requeue_profile(tmp_path)
     sub = submit({**env, "HPCLAUNCH_INJECT": "slow:0:1"}, "recipes/gpt2", "--profile", str(profile),
                  "--preset", "tiny", "--layout", "1n2g", "--time", "2", "--set", "train.max_steps=600",
@@ -111,7 +113,9 @@ def test_short_job_saves_before_its_end_and_chains_a_follow_on_that_finishes(env
 @pytest.mark.slow
 def test_a_requeueing_job_saves_before_its_end_and_requeues_itself(env):  # noqa: F811
     """The default (requeue): a 1-minute job saves on its own before the limit and requeues itself; its next
-    run resumes from that checkpoint (then the test cancels it: each run of a minute would save and requeue)."""
+    run resumes from that checkpoint (then the test cancels it: each run of a minute would save and requeue).
+    Over 30 s: Slurm's shortest time limit (1 minute) must run out once.
+    """
     sub = submit(env, "recipes/gpt2", "--profile", "dev-slurm", "--preset", "tiny", "--layout", "1n2g",
                  "--time", "1", "--set", "train.max_steps=100000", "--set", "train.log_every=5",
                  "--set", "train.save_every=0")
