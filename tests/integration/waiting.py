@@ -10,7 +10,8 @@ job back before it may start again). A test's timeout is about what its job does
         time.sleep(1)
 
 `Deadline.check` fails the test once `seconds` of its own time have passed, the time any of `jobs` spent queued for
-nodes not counted (asked of squeue at most every QUEUE_POLL_S; up to QUEUE_CEILING_S in all)."""
+nodes not counted (asked of squeue at most every QUEUE_POLL_S: the time between two looks counts as queued when the
+first look found a job queued; up to QUEUE_CEILING_S in all)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class Deadline:
         self.jobs = list(jobs)
         self.queued = 0.0
         now = time.monotonic()
-        self._end, self._asked, self._was_queued = now + seconds, now, False
+        self._end, self._asked, self._was_queued = now + seconds, now, queued_for_nodes(self.jobs)
 
     def watch(self, job: str) -> None:
         """Count this job's queue time too (a follow-on or a retry of the first job)."""
