@@ -3,9 +3,9 @@
 #
 #   scripts/test.sh [PYTEST ARGS...]      e.g. scripts/test.sh -x tests/unit ; scripts/test.sh -n 0 (one process)
 #   scripts/test.sh --quick [PYTEST ARGS...]
-#                                         the inner loop: every test that needs no cluster and trains no model over
-#                                         minutes (tests/unit), without starting the cluster or the MindSpore venv;
-#                                         under 5 min on 2 cores (docs/testing.md#the-inner-loop)
+#                                         the inner loop: the unit tests (tests/unit: none needs the cluster),
+#                                         without starting the cluster or the MindSpore venv; under 5 min on 2 cores
+#                                         (docs/testing.md#the-inner-loop)
 #
 # 1. the project's Python environment (scripts/install-deps.sh: the venv .venv/, or $HPCLAUNCH_VENV or the active
 #    one; ~2 min cold, ~1 s when up to date), then everything below runs in it
