@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.waiting import QUEUE_CEILING_S, QUEUED_FOR_NODES
+from tests.integration.waiting import Deadline
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 needs_slurm = pytest.mark.skipif(shutil.which("sinfo") is None
@@ -90,27 +90,17 @@ def wait_state(env: dict[str, str], job: str, states: set[str], timeout: float =
     """Poll `hpclaunch status JOB --json` (status_json) until the job reaches one of `states`; return the states seen.
 
     `timeout` is what the job itself may take: the time it waits PENDING for nodes (other tests' jobs hold them while
-    the suite runs on several workers) is added to it, up to QUEUE_CEILING_S, so a busy cluster delays the test
-    instead of failing it."""
+    the suite runs on several workers) is added to it (tests/integration/waiting.py), so a busy cluster delays the
+    test instead of failing it."""
     seen: list[str] = []
-    start = time.monotonic()
-    deadline, queued = start + timeout, 0.0
-    last = start
+    deadline = Deadline(timeout, [job])
     while True:
-        record = status_json(env, job)
-        state = record["state"]
-        now = time.monotonic()
+        state = status_json(env, job)["state"]
         if not seen or seen[-1] != state:
             seen.append(state)
         if state in states:
             return seen
-        if state == "PENDING" and (record.get("reason") or "") in QUEUED_FOR_NODES and queued < QUEUE_CEILING_S:
-            queued += now - last
-            deadline += now - last
-        last = now
-        if now > deadline:
-            raise AssertionError(f"job {job} did not reach {states} in {timeout} s (+{queued:.0f} s queued for "
-                                 f"nodes); states seen: {seen}")
+        deadline.check(f"job {job} did not reach {states}; states seen: {seen}")
         time.sleep(1)
 
 
