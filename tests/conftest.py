@@ -26,7 +26,7 @@ Markers
 Order: the test files run longest first (their seconds in ``tests/durations.json``; a file not listed counts
 ``UNKNOWN_FILE_S``), so that on xdist workers (``scripts/test.sh`` runs ``-n 4 --dist loadfile``: each file on one
 worker, its module fixtures made once) no long file starts last. ``HPCLAUNCH_RECORD_DURATIONS=1`` writes that file
-anew from the run (docs/testing.md#the-order).
+anew from the run (docs/testing.md#how-the-suite-runs-in-parallel).
 
 Strict skips: with ``HPCLAUNCH_STRICT_SKIPS=1`` (``scripts/test.sh`` and CI set it) a test that skips
 fails the run, with its reason listed, unless it is marked ``gpu``: every test that can run here must run.
