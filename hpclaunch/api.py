@@ -210,7 +210,7 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
            retries: int = 0, after: Sequence[str] = (), sbatch: Sequence[str] = (),
            skip_fit_check: bool = False, launcher: str | None = None,
            script_args: Sequence[str] | None = None, exclude: Sequence[str] = (),
-           spare_nodes: int | None = None) -> Job:
+           spare_nodes: int | None = None, notify: str | None = None) -> Job:
     """Resolve `recipe` on `profile` as `hpclaunch submit` does and submit it (or, with ``dry_run``, only
     write its run directory). `overrides` are ``--set`` keys (``{"train.lr": 3e-4}``); `sweep` runs one job
     array over every combination (``{"train.lr": [1e-4, 3e-4]}``), at most `max_parallel` at a time.
@@ -227,7 +227,7 @@ def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str
                        time=time, name=name, sets=tuple(f"{k}={_set_text(v)}" for k, v in (overrides or {}).items()),
                        retries=retries, inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=tuple(sbatch),
                        launcher=launcher, script_args=None if script_args is None else tuple(script_args),
-                       exclude=tuple(exclude), spare_nodes=spare_nodes)
+                       exclude=tuple(exclude), spare_nodes=spare_nodes, notify=notify)
     items = tuple(f"{k}={','.join(_set_text(v) for v in values)}" for k, values in (sweep or {}).items())
     if sweep is not None and not items:
         raise ConfigError("sweep={}: give at least one key and its values, e.g. sweep={'train.lr': [1e-4, 3e-4]}")

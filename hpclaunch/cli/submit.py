@@ -60,6 +60,9 @@ from hpclaunch.submission.resolve import CliOverrides
                    "failed (notok); Slurm only")
 @click.option("--sbatch", "sbatch", multiple=True, metavar="KEY=VALUE",
               help="one more #SBATCH option, e.g. mem=64G or exclusive (over the profile's sbatch_extra); Slurm only")
+@click.option("--notify", default=None, metavar="URL|COMMAND",
+              help="word when the job ends: POST its end as JSON to an http(s):// URL, or run a shell command with "
+                   "that JSON on stdin (over notify: of the profile and recipe; docs/profiles.md#word-when-a-job-ends)")
 @click.option("--remote", "remote", default=None, metavar="USER@HOST[:PORT]",
               help="submit from here to this login node over SSH (over the profile's remote:; docs/remote.md)")
 @exclude_option
@@ -69,7 +72,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
                sets: tuple[str, ...], dry_run: bool, follow: bool, retries: int, sweeps: tuple[str, ...],
                max_parallel: int | None, skip_fit_check: bool, parsable: bool, after: tuple[str, ...],
                sbatch: tuple[str, ...], exclude: tuple[str, ...], as_json: bool, script_args: tuple[str, ...],
-               launcher: str | None, spare_nodes: int | None, remote: str | None) -> None:
+               launcher: str | None, spare_nodes: int | None, remote: str | None, notify: str | None) -> None:
     """Resolve RECIPE on a cluster profile, render the job script and submit it.
 
     RECIPE is a recipe folder (recipes/gpt2), a bundled recipe name (gpt2), or a resolved.yaml from an
@@ -84,7 +87,7 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                        time=time_, name=name, sets=sets, retries=retries,
                        inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch, launcher=launcher,
-                       script_args=script_args or None, exclude=exclude, spare_nodes=spare_nodes)
+                       script_args=script_args or None, exclude=exclude, spare_nodes=spare_nodes, notify=notify)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))

@@ -57,6 +57,15 @@ def _structs(t: Any, found: dict[str, mi.StructType]) -> dict[str, mi.StructType
     return found
 
 
+def _also(prop: dict[str, Any], spelling: dict[str, Any]) -> None:
+    """Allow `spelling` beside what the property's schema allows."""
+    if "anyOf" in prop:
+        prop["anyOf"].insert(0, spelling)
+    else:
+        kept = {k: prop.pop(k) for k in ("type", "items") if k in prop}
+        prop["anyOf"] = [kept, spelling]
+
+
 def _allow_file_spellings(defs: dict[str, Any], models: dict[str, mi.StructType]) -> None:
     for name, info in models.items():
         props = defs[name].get("properties", {})
@@ -64,13 +73,10 @@ def _allow_file_spellings(defs: dict[str, Any], models: dict[str, mi.StructType]
             befores = _befores(f.type)
             prop = props[f.name]
             if rules.minutes_as_text in befores:
-                minutes = {"type": "integer", "minimum": 1, "description": "minutes"}
-                if "anyOf" in prop:
-                    prop["anyOf"].insert(0, minutes)
-                else:
-                    kept = {k: prop.pop(k) for k in ("type",) if k in prop}
-                    prop["anyOf"] = [kept, minutes]
+                _also(prop, {"type": "integer", "minimum": 1, "description": "minutes"})
                 prop.setdefault("description", "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS")
+            if rules.word_list in befores:
+                _also(prop, {"type": "string", "description": "one word, or several comma-separated"})
             if rules.env_strings in befores:
                 prop["additionalProperties"] = dict(_SCALAR)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from hpclaunch.config.base import Meta, StrictModel, dump, validate
 from hpclaunch.config.loader import is_jobspec_file
+from hpclaunch.config.notify import NotifySpec
 from hpclaunch.config.profile import Partition, Profile, PythonEnv
 from hpclaunch.config.recipe import DeepSpeedSpec, Recipe
 from hpclaunch.config.tracking import TrackingSpec
@@ -166,6 +167,8 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
         int, Meta(ge=0, le=100, description="resubmissions after a node-level failure (submit --retries)")
     ] = 0
     restarts: Restarts = Restarts()
+    notify: Annotated[NotifySpec, Meta(description="word when the job ends, as resolved: --notify over the recipe's "
+                                       "keys over the profile's; `when` given (default [ended])")] = NotifySpec()
     spare_nodes: Annotated[int, Meta(ge=0, le=1000, description="nodes asked beyond `nodes` that idle until a node "
                                      "is dropped, then take its place (submit --spare-nodes)")] = 0
     inject: Annotated[str | None, Meta(description="fault injection KIND:RANK:STEP[,...] (HPCLAUNCH_INJECT at "

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from hpclaunch.config import rules
 from hpclaunch.config.base import Meta, SlurmTimeText, StrictModel
+from hpclaunch.config.notify import NotifySpec
 from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.backends import SCHEDULER_NAMES
@@ -231,6 +232,9 @@ class Profile(StrictModel, frozen=True, kw_only=True):
                                            "{wandb: {entity: my-team, mode: offline}}; a recipe's keys win")
                         ] = TrackingSpec()
     checkpoint: CheckpointDefaults = CheckpointDefaults()
+    notify: Annotated[NotifySpec, Meta(description="word when a job ends: a webhook, a command, the scheduler's "
+                                       "mail (docs/profiles.md#word-when-a-job-ends); a recipe's keys win")
+                      ] = NotifySpec()
     storage: StorageDefaults = StorageDefaults()
     suspect_node_hours: Annotated[float, Meta(gt=0, description="how long a node blamed for a failure is excluded")
                                   ] = 24.0

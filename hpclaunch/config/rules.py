@@ -242,3 +242,46 @@ def torch_parallel(par: Any) -> None:
 
 # ds_config keys a client optimizer / scheduler overrides (deepspeed.initialize(optimizer=, lr_scheduler=))
 DS_CLIENT_KEYS = frozenset({"optimizer", "scheduler"})
+
+
+# --- notify: (hpclaunch/config/notify.py) -----------------------------------------------------------------------
+
+
+def word_list(value: object) -> object:
+    """A list as it is; a text as its comma-separated words (`END,FAIL`, `failed`)."""
+    if isinstance(value, str):
+        return tuple(word.strip() for word in value.split(",") if word.strip())
+    return value
+
+
+def some(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not value:
+        raise ValueError("empty: give at least one")
+    return value
+
+
+def not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("blank")
+    return value
+
+
+def one_line(value: str) -> str:
+    if not value.strip() or "\n" in value or "\r" in value:
+        raise ValueError("blank, or holds a line break: give one line")
+    return value
+
+
+def webhook_url(value: str) -> str:
+    """notify.webhook: http(s)://HOST[:PORT][/PATH], as urllib sends it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises)
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise ValueError("not an http:// or https:// URL with a host: give e.g. https://hooks.example.org/hpclaunch or "
+                         "http://127.0.0.1:8080/hook")
+    return value

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.core import paths
 from hpclaunch.errors import ConfigError, HpclaunchError
@@ -26,6 +26,7 @@ from hpclaunch.state import registry
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
 
 if TYPE_CHECKING:
+    from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
 
 # Runs the command after $1 and writes its exit code into $1 atomically when it ends, however it ends
@@ -123,6 +124,14 @@ def _stop_group(pgid: int, grace: float = 15) -> None:
 
 class LocalScheduler(Scheduler):
     name = "local"
+
+    def script_context(self, spec: JobSpec, run_dir: Path) -> dict[str, Any]:
+        if spec.notify.mail is not None:
+            raise ConfigError(f"mail on {','.join(spec.notify.mail.type)}: the local scheduler (profile "
+                              f"{spec.profile.name!r}) sends no mail", key="notify.mail",
+                              hint="leave notify.mail out; notify.webhook or notify.command send word from the job "
+                                   "itself, on any scheduler")
+        return {}
 
     def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
         self.dependency_options(after)  # refused: a local job starts at once

@@ -190,6 +190,7 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         "hung_exit_code": HUNG_EXIT_CODE,
         "health_exit_code": HEALTH_EXIT_CODE,
         **_health_commands(spec, run_dir),
+        **_notify(spec, run_dir),
         **_stage_commands(spec),
         "node_script": _node_env(spec) + launcher.node_script(spec, run_dir),
         "spec_launcher_template": launcher.template,
@@ -221,6 +222,19 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
     spares = ["--spares", str(spec.spare_nodes)] if spec.spare_nodes else []
     return {"health_command": join(containers.wrap(spec, run_dir, check)),
             "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict", *spares]))}
+
+
+def _notify(spec: JobSpec, run_dir: Path) -> dict[str, str | None]:
+    """What the job's word at its end needs (blocks/notify.sh.j2 passes it to hpclaunch/runtime/node/notify.py in
+    HPCLAUNCH_NOTIFY, out of `ps`: a webhook's URL may hold a token), as JSON; None when the job sends none."""
+    n = spec.notify
+    if not n.fires:
+        return {"notify": None, "notify_about": None}
+    when = list(n.when or ("ended",))
+    settings = {"webhook": n.webhook, "command": n.command, "when": when, "recipe": spec.recipe.name,
+                "profile": spec.profile.name, "run_dir": str(run_dir)}
+    what = " and ".join(k for k in ("webhook", "command") if settings[k])
+    return {"notify": json.dumps(settings, sort_keys=True), "notify_about": f"{what}; when: {', '.join(when)}"}
 
 
 # node-local scratch where the profile names none; each node adds its host name (docs/fast-start.md)

@@ -40,6 +40,7 @@ DEFAULT_LAYOUT = "1n1g"
 DEFAULT_TIME = "01:00:00"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # --notify URL (a webhook) rather than a command
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class CliOverrides:
     script_args: Sequence[str] | None = None  # submit ... -- ARGS: the script's own arguments (replace `args`)
     exclude: Sequence[str] = field(default_factory=tuple)  # submit --exclude NODE[,NODE]: nodes the job must not get
     spare_nodes: int | None = None  # submit --spare-nodes K: nodes beyond the layout's that replace a dropped one
+    notify: str | None = None  # submit --notify URL|COMMAND: a webhook (http(s)://...) or a command, over notify:
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -125,7 +127,7 @@ def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> 
 
 
 def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
-                  script_args: Sequence[str] | None = None) -> tuple[Recipe, str | None]:
+                  script_args: Sequence[str] | None = None, notify: str | None = None) -> tuple[Recipe, str | None]:
     from hpclaunch.config.base import validate
     from hpclaunch.config.recipe import Recipe
 
@@ -157,15 +159,19 @@ def _merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str],
         path, value = parse_set(item)
         _not_settable(item, path, value)
         set_data = deep_merge(set_data, _nested(path, value))
-        set_items[tuple(path)] = item
+        set_items[tuple(path)] = f"--set {item}"
     merged = deep_merge(deep_merge(data, preset_data), set_data)
     if script_args is not None:
         merged["args"] = list(script_args)  # the command line's `-- ARGS`, over every other layer
+    if notify is not None:  # --notify, over every other layer (kept in the recipe: a resubmission keeps it)
+        key = "webhook" if _URL_SCHEME.match(notify) else "command"
+        merged = deep_merge(merged, {"notify": {key: notify}})
+        set_items[("notify", key)] = f"--notify {notify}"
 
     def locate(loc: tuple[Any, ...]) -> str:
         for n in range(len(loc), 0, -1):
             if tuple(loc[:n]) in set_items:
-                return f"--set {set_items[tuple(loc[:n])]}"
+                return set_items[tuple(loc[:n])]
         if chosen is not None and _has(preset_data, loc):
             return f"{src.file} (presets.{chosen})"
         return str(src.file)
@@ -434,6 +440,15 @@ def _restarts(recipe: Recipe, profile: Profile) -> dict[str, int]:
     return {"max": get_scheduler(profile.scheduler).restarts_default}
 
 
+def _notify(recipe: Recipe, profile: Profile) -> dict[str, Any]:
+    """notify: the recipe's keys (--set notify.KEY=..., --notify) over the profile's, key by key; `when` defaults to
+    every end. (Whether the scheduler has mail is its own check: its script_context refuses what it cannot do.)"""
+    from hpclaunch.config.base import dump
+
+    merged = {k: v for section in (profile.notify, recipe.notify) for k, v in dump(section).items() if v is not None}
+    return {**merged, "when": merged.get("when") or ["ended"]}
+
+
 def _spare_nodes(cli: CliOverrides, profile: Profile, partition: str, nodes: int) -> int:
     spares = cli.spare_nodes or 0
     if spares < 0:
@@ -562,7 +577,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
     from hpclaunch.config.base import validate
     from hpclaunch.config.jobspec import JobSpec
 
-    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, cli.script_args)
+    recipe, preset = _merge_recipe(src, cli.preset, cli.sets, cli.script_args, cli.notify)
     partition = cli.partition or recipe.partition or profile.default_partition
     if partition not in profile.partitions:
         shown = shlex.quote(profile_ref or profile.name)
@@ -594,7 +609,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,
                   tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile),
-                  restarts=_restarts(recipe, profile),
+                  restarts=_restarts(recipe, profile), notify=_notify(recipe, profile),
                   spare_nodes=_spare_nodes(cli, profile, partition, layout.nodes))
     return validate(JobSpec, values, file="(resolved job spec)")
 

@@ -64,7 +64,7 @@ def test_the_job_script_is_the_slurm_one_less_the_batch_signal_plus_its_own_usr1
     # 20 minutes less the 120 s sbatch's --signal=B:USR1@120 would have warned before
     assert "  sleep 1080 & s=$!; wait \"$s\"" in added
     assert "export SLURMRESTD_URL=http://127.0.0.1:6820" in added and "export SLURM_JWT_FILE='~/.slurm-jwt'" in added
-    assert len(added) == 12, added
+    assert len(added) == 13, added
 
 
 def test_a_short_job_arms_no_usr1_as_it_asks_for_no_signal(hpc_home):

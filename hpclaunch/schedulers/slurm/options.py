@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hpclaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpclaunch.config.notify import MailSpec
 
 # sbatch's long options (Slurm 20.11 to 24.x, `man sbatch`), without the leading --.
 KNOWN = frozenset("""
@@ -43,6 +47,23 @@ OWNED = {
     "wait": "submit --follow",
     "test-only": "submit --dry-run",
 }
+
+# sbatch --mail-type's events (Slurm 20.11 to 24.x, `man sbatch`)
+MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+              "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+
+
+def mail_options(mail: MailSpec | None) -> dict[str, str | None]:
+    """notify.mail as sbatch's --mail-type (its events checked) and --mail-user."""
+    if mail is None:
+        return {}
+    events = [event.upper() for event in mail.type]
+    unknown = [e for e, event in zip(mail.type, events, strict=True) if event not in MAIL_TYPES]
+    if unknown:
+        raise ConfigError(f"{', '.join(map(repr, unknown))} is not a mail event Slurm knows", key="notify.mail.type",
+                          hint=f"give one or more of {', '.join(MAIL_TYPES)}, e.g. notify.mail.type: [END, FAIL]")
+    return {"mail-type": ",".join(events), **({"mail-user": mail.user} if mail.user else {})}
+
 
 # Options sbatch takes instead of one hpclaunch writes: refused as that one is.
 INSTEAD_OF = {"cpus-per-gpu": "cpus-per-task"}

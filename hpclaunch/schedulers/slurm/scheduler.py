@@ -21,6 +21,7 @@ from hpclaunch.schedulers.slurm.options import (
     SIGNAL_HINT,
     dependency_option,
     join_nodes,
+    mail_options,
     over,
     signal_lead,
     split_nodes,
@@ -96,7 +97,7 @@ def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, s
         ours["account"] = spec.profile.account
     if spec.profile.qos:
         ours["qos"] = spec.profile.qos
-    return ours
+    return {**ours, **mail_options(spec.notify.mail)}  # notify.mail: where the site has mail
 
 
 def warned(spec: JobSpec) -> bool:
