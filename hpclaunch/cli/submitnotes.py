@@ -40,7 +40,9 @@ def say_resources(spec: JobSpec) -> None:
 
 def say_checkpointing(spec: JobSpec) -> None:
     """How the job saves before its time limit (checkpoint.lead_time, checkpoint.requeue), for a dry run."""
-    if not spec.resumable or spec.profile.scheduler == "local":  # a local job has no time limit
+    from hpclaunch.core.backends import can
+
+    if not spec.resumable or not can(spec.profile.scheduler, "time_limit"):  # e.g. a local job: no time limit
         return
     c = spec.checkpoint
     first = (f"the plan's {c.plan_bytes / 1e9:.3g} GB at {c.write_gbps:g} GB/s" if c.plan_bytes

@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from hpclaunch.config.rules import minutes_as_text
+from hpclaunch.config.rules import minutes_as_text, one_of
 from hpclaunch.errors import ConfigError
 
 
@@ -201,11 +201,6 @@ def _bool(value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
     return _BAD
 
 
-def _one(values: tuple[Any, ...]) -> str:
-    shown = [repr(v) for v in values]
-    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
-
-
 def _value(t: Any, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any:
     """`value` checked (and converted) as type `t`; _BAD after appending its problems to `out`."""
     kind = type(t)
@@ -237,7 +232,7 @@ def _value(t: Any, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any
     if kind is mi.LiteralType:
         if value in t.values and type(value) is type(t.values[0]):
             return value
-        out.append((loc, f"Input should be {_one(t.values)}", value))
+        out.append((loc, f"Input should be {one_of(t.values)}", value))
         return _BAD
     if kind is mi.VarTupleType or kind is mi.TupleType:
         return _tuple(t, value, loc, out)

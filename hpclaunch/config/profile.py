@@ -1,18 +1,17 @@
 """Cluster profiles: what a cluster offers and how a job sets itself up there."""
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from hpclaunch.config import rules
 from hpclaunch.config.base import Meta, SlurmTimeText, StrictModel
 from hpclaunch.config.notify import NotifySpec
 from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR
 from hpclaunch.config.tracking import TrackingSpec
-from hpclaunch.core.backends import SCHEDULER_NAMES
+from hpclaunch.core.backends import SCHEDULERS, can
 
-if TYPE_CHECKING:
-    SchedulerName = str
-else:
-    SchedulerName = Literal[SCHEDULER_NAMES]  # the names in hpclaunch/core/backends.py
+#: a name in the table of hpclaunch/core/backends.py, checked against the table when a profile is validated
+SchedulerName = Annotated[str, Meta(extra={"check": rules.scheduler_name},
+                                    extra_json_schema={"enum": list(SCHEDULERS)})]
 
 Accelerator = Literal["cuda", "musa", "npu", "cpu"]
 Backend = Literal["nccl", "mccl", "hccl", "gloo"]
@@ -276,6 +275,6 @@ def asset_store(profile: Profile) -> str:
     from hpclaunch.core.paths import scratch_root
 
     scratch = scratch_root()
-    if scratch is not None and profile.scheduler != "local":
+    if scratch is not None and can(profile.scheduler, "site_scratch"):
         return str(scratch / "assets")
     return "~/.hpclaunch/assets"

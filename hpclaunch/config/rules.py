@@ -7,10 +7,12 @@ Imports nothing heavy (no yaml at import time).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from hpclaunch.config.memsize import parse_size
 from hpclaunch.config.walltime import parse_time
+from hpclaunch.core.backends import SCHEDULERS, can
 
 # Which collective backends make sense on which accelerator.
 BACKENDS: dict[str, tuple[str, ...]] = {
@@ -39,6 +41,20 @@ MAX_DEVICES_PER_NODE = 64
 
 
 # --- value checks (raise ValueError with the message the user sees) --------------------------------
+
+
+def one_of(values: Iterable[Any]) -> str:
+    """The allowed values as the errors list them: 'a', 'b' or 'c'."""
+    shown = [repr(v) for v in values]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def scheduler_name(value: str) -> str:
+    """A profile's scheduler: a name in the table of hpclaunch/core/backends.py as it is now (one line there
+    registers a backend)."""
+    if value not in SCHEDULERS:
+        raise ValueError(f"Input should be {one_of(SCHEDULERS)}")
+    return value
 
 
 def minutes_as_text(value: object) -> object:
@@ -166,12 +182,12 @@ def consistent_profile(p: Any) -> None:
     if p.default_partition not in p.partitions:
         raise ValueError(f"default_partition {p.default_partition!r} is not one of the partitions: "
                          f"{', '.join(sorted(p.partitions))}")
-    if p.scheduler == "local" and any(part.max_nodes > 1 for part in p.partitions.values()):
-        raise ValueError("a local profile runs on one node: set max_nodes: 1")
-    if p.container.runtime == "pyxis" and p.scheduler == "local":
+    if not can(p.scheduler, "multi_node") and any(part.max_nodes > 1 for part in p.partitions.values()):
+        raise ValueError(f"a {p.scheduler} profile runs on one node: set max_nodes: 1")
+    if p.container.runtime == "pyxis" and not can(p.scheduler, "srun"):
         raise ValueError("container.runtime: pyxis is a Slurm plugin (srun --container-image), and this profile's "
-                         "scheduler is local (no srun): use runtime: apptainer, or a Slurm scheduler (slurm, "
-                         "slurm-rest)")
+                         f"scheduler is {p.scheduler} (no srun): use runtime: apptainer, or a scheduler with srun "
+                         f"({', '.join(n for n in SCHEDULERS if can(n, 'srun'))})")
 
 
 def model_source(m: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.core.backends import SCHEDULERS, can
 from hpclaunch.schedulers.base import clock, clock_seconds
 from hpclaunch.state.runfiles import read_json_lines
 
@@ -23,9 +24,15 @@ MIN_ADVICE_S = 120  # a job shorter than this is mostly start-up: its CPU and me
 MIN_SAMPLES = 3  # fewer samples of a node than this are too few to advise on CPUs from
 
 def from_status(s: JobStatus) -> dict[str, Any]:
-    """Elapsed vs limit only, from the scheduler's status (no accounting, or the local scheduler)."""
-    return summarize(state=s.state, source=s.source or "status", elapsed_s=clock_seconds(s.elapsed),
-                     limit_s=clock_seconds(s.time_limit))
+    """Elapsed vs limit only, from the scheduler's status: accounting was off, or the scheduler keeps none (a
+    backend that answers a status itself names itself as its source)."""
+    out = summarize(state=s.state, source=s.source or "status", elapsed_s=clock_seconds(s.elapsed),
+                    limit_s=clock_seconds(s.time_limit))
+    if s.source in SCHEDULERS and not can(s.source, "accounting"):
+        out["note"] = f"the {s.source} scheduler keeps no CPU or memory accounting; only the time is known"
+    else:
+        out["note"] = "CPU efficiency and peak memory need Slurm accounting (sacct); only the time is known here"
+    return out
 
 
 def _share(used: float | None, asked: float | None) -> float | None:
@@ -48,10 +55,6 @@ def summarize(*, state: str, source: str, elapsed_s: float | None, limit_s: floa
     out["warnings"] = warnings(out)
     if _no_advice(out):
         out["advice_note"] = _no_advice(out)
-    if source == "local":
-        out["note"] = "the local scheduler keeps no CPU or memory accounting; only the time is known"
-    elif source != "sacct":
-        out["note"] = "CPU efficiency and peak memory need Slurm accounting (sacct); only the time is known here"
     return out
 
 

@@ -20,10 +20,10 @@ def get_scheduler(name: str, remote: dict[str, Any] | None = None) -> Scheduler:
     there over SSH (docs/remote.md)."""
     if name not in SCHEDULERS:
         raise NotFoundError("scheduler", name, SCHEDULERS)
-    module, cls = SCHEDULERS[name].split(":")
+    module, cls = SCHEDULERS[name].path.split(":")
     scheduler: Scheduler = getattr(import_module(module), cls)()
     if remote is not None:
-        if not scheduler.runs_over_ssh:
+        if "ssh" not in scheduler.capabilities:
             raise ConfigError(f"the {name} scheduler cannot run its commands over SSH (remote:)", key="remote",
                               hint="use a profile with scheduler: slurm for a remote login node")
         from hpclaunch.core.remote import host_for

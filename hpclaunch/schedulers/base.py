@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.core.backends import SCHEDULERS
 from hpclaunch.core.remote import LOCAL, Host
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class JobStatus:
     nodes: str | None = None
     elapsed: str | None = None  # as squeue prints it (`clock`): 0:07, 1:02:03, 2-00:00:00
     time_limit: str | None = None
-    source: str = ""  # which command answered: squeue, scontrol, sacct, local
+    source: str = ""  # which command answered: squeue, scontrol, sacct; a backend that answers itself: its name (local)
     ended: str | None = None  # when it ended (local time, 2026-11-23T06:44:07), where the scheduler says
     reason_text: str | None = None  # the reason in words, with what to do (the scheduler's own knowledge)
 
@@ -84,10 +85,18 @@ class Check:
 
 class Scheduler(ABC):
     name: str
-    excludes_suspects = False  # its submissions leave out the nodes blamed for recent failures (state/suspects.py)
     restarts_default = 0  # restarts.max when neither profile nor recipe sets it (relaunches inside the allocation)
-    runs_over_ssh = False  # its commands can run on a login node over SSH (`host`, docs/remote.md)
-    host: Host = LOCAL  # where its commands run: this machine, or a login node (core/remote.py)
+    host: Host = LOCAL  # where its commands run: this machine, or a login node (core/remote.py; capability "ssh")
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this scheduler can do, as its entry in hpclaunch/core/backends.py declares (CAPABILITIES there)."""
+        return SCHEDULERS[self.name].capabilities
+
+    @property
+    def excludes_suspects(self) -> bool:
+        """Its submissions leave out the nodes blamed for recent failures (capability "exclude_nodes")."""
+        return "exclude_nodes" in self.capabilities
 
     @property
     def template_dir(self) -> str:
@@ -161,7 +170,7 @@ class Scheduler(ABC):
     def resubmit(self, script: Path, run_dir: Path, *, restart: int, exclude: Sequence[str] = ()) -> str:
         """Queue the job script of `run_dir` again as a new job (`hpclaunch resume`): its restarts numbered from
         `restart` on (HPCLAUNCH_RESTART), so its logs stay apart from those of the jobs before it, a fresh count
-        of retries, and without the nodes `exclude` (only a scheduler that `excludes_suspects` can). The job
+        of retries, and without the nodes `exclude` (only a scheduler that can "exclude_nodes"). The job
         resumes from the run directory's newest checkpoint by itself. Return the new job's id."""
         from hpclaunch.errors import ConfigError
 

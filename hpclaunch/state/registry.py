@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
-from hpclaunch.core.backends import SCHEDULER_NAMES
+from hpclaunch.core.backends import SCHEDULERS
 from hpclaunch.core.paths import hpclaunch_home, writable_dir
 from hpclaunch.errors import ConfigError, HpclaunchError, NotFoundError
 
@@ -139,8 +139,8 @@ def parse(path: Path) -> JobRecord:
               isinstance(value, str) or (key == "preset" and value is None))
         if not ok:
             raise RegistryError(path, f"{key} is {value!r}")
-    if data["scheduler"] not in SCHEDULER_NAMES:
-        raise RegistryError(path, f"unknown scheduler {data['scheduler']!r} (known: {', '.join(SCHEDULER_NAMES)})")
+    if data["scheduler"] not in SCHEDULERS:
+        raise RegistryError(path, f"unknown scheduler {data['scheduler']!r} (known: {', '.join(SCHEDULERS)})")
     return JobRecord(**data)
 
 

@@ -28,6 +28,7 @@ from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
+from hpclaunch.core.backends import can
 from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NoPlan, NotFoundError
 from hpclaunch.submission import autobatch, mindspore
 
@@ -314,11 +315,12 @@ def _checkpointing(recipe: Recipe, profile: Profile, time: str) -> dict[str, Any
 
 def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     """The recipe's health settings (--set health.enabled=false) over the profile's; the profile's `enabled: null`
-    is on for every scheduler but local (one node on this machine: nothing across nodes to check)."""
+    is on where the scheduler's jobs can span nodes (capability "multi_node"; local's one machine: nothing across
+    nodes to check)."""
     mine, site = recipe.health, profile.health
     enabled = mine.enabled if mine.enabled is not None else site.enabled
     return {
-        "enabled": profile.scheduler != "local" if enabled is None else enabled,
+        "enabled": can(profile.scheduler, "multi_node") if enabled is None else enabled,
         "min_free_gib": site.min_free_gib if mine.min_free_gib is None else mine.min_free_gib,
         "min_allreduce_gbps": site.min_allreduce_gbps if mine.min_allreduce_gbps is None else mine.min_allreduce_gbps,
         "allreduce": site.allreduce, "allreduce_mib": site.allreduce_mib, "scratch": site.scratch,

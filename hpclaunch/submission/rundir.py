@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.config.base import replace
+from hpclaunch.core.backends import can
 from hpclaunch.core.paths import expand, hpclaunch_home, scratch_root, writable_dir
 from hpclaunch.state.runfiles import SWEEP_SCRIPT, RunFiles, SweepFiles
 
@@ -23,7 +24,7 @@ def run_root(spec: JobSpec) -> Path:
     if spec.profile.run_root:
         return expand(spec.profile.run_root, f"profile {spec.profile.name} run_root")
     scratch = scratch_root()
-    if scratch is not None and spec.profile.scheduler != "local" and not os.environ.get("HPCLAUNCH_HOME"):
+    if scratch is not None and can(spec.profile.scheduler, "site_scratch") and not os.environ.get("HPCLAUNCH_HOME"):
         return scratch / "runs"
     return hpclaunch_home() / "runs"
 

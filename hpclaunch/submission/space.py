@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.core import cmd
+from hpclaunch.core.backends import can
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.state.runfiles import CHECKPOINTS_KEPT
 
@@ -125,7 +126,7 @@ def under_home(spec: JobSpec) -> list[str]:
     from hpclaunch.config.profile import asset_store
     from hpclaunch.submission.rundir import run_root
 
-    if spec.profile.scheduler == "local":
+    if not can(spec.profile.scheduler, "site_scratch"):
         return []
     notes, root = [], run_root(spec)
     if _is_under_home(root):

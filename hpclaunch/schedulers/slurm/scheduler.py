@@ -184,8 +184,6 @@ def exclude_option(script: Path, also: Sequence[str] = (), read: Callable[[Path]
 class SlurmScheduler(Scheduler):
     name = "slurm"
     restarts_default = 3
-    excludes_suspects = True
-    runs_over_ssh = True
 
     def parse_options(self, options: Sequence[str]) -> dict[str, str | None]:
         from hpclaunch.schedulers.slurm.options import parse_sbatch

@@ -99,8 +99,7 @@ def _exit_status(found: JobStatus) -> int:
 
 
 class SlurmRestScheduler(SlurmScheduler):
-    name = "slurm-rest"
-    runs_over_ssh = False  # it speaks HTTP to slurmrestd
+    name = "slurm-rest"  # no "ssh" capability: it speaks HTTP to slurmrestd
 
     def parse_options(self, options: Sequence[str]) -> dict[str, str | None]:
         parsed = super().parse_options(options)
