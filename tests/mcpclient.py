@@ -9,6 +9,7 @@ real stdio pipe to the server process, started as docs/agents.md tells an agent 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -60,6 +61,16 @@ class Client:
 
     def call(self, name: str, **arguments: Any) -> CallToolResult:
         return self.portal.call(self.session.call_tool, name, arguments)
+
+    def call_with_progress(self, name: str, **arguments: Any) -> tuple[CallToolResult, list[tuple[float, str]]]:
+        """The call, and the progress notifications the server sent while it ran: (progress, message) each."""
+        seen: list[tuple[float, str]] = []
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            seen.append((value, message or ""))
+
+        res = self.portal.call(functools.partial(self.session.call_tool, name, arguments, progress_callback=progress))
+        return res, seen
 
     def ok(self, name: str, **arguments: Any) -> Any:
         res = self.call(name, **arguments)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hpclaunch.assets.inventory import list_assets, profile_store, raise_for_problems, verify_store
+from hpclaunch.api import assets as store_api
 from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option, profile_option
 from hpclaunch.cli.tables import human, print_table
 
@@ -23,8 +23,7 @@ def assets() -> None:
 @json_option
 def list_cmd(profile: str, as_json: bool) -> None:
     """The staged assets of the profile's store: repo, revision, commit, files, size, source, time."""
-    store = profile_store(profile)
-    items = list_assets(store)
+    store, items = store_api.listed(profile)
     if as_json:
         echo_json({"store": str(store), "assets": items})
         return
@@ -56,9 +55,9 @@ def list_cmd(profile: str, as_json: bool) -> None:
 @json_option
 def verify_cmd(profile: str, as_json: bool) -> None:
     """Recompute every file's sha256 and name each missing or corrupt one (exit 2 if any)."""
-    store = profile_store(profile)
+    store = store_api.store_of(profile)
     checks = []
-    for check in verify_store(store):
+    for check in store_api.verify(profile):
         checks.append(check)
         m = check.manifest
         if m is not None and not as_json:
@@ -66,7 +65,7 @@ def verify_cmd(profile: str, as_json: bool) -> None:
                        f"({len(m.files)} files)")
     if as_json:
         echo_json({"store": str(store), "assets": [c.to_json() for c in checks]})
-    raise_for_problems(store, checks, profile)
+    store_api.verified(profile, checks)
     if not checks:
         click.echo(f"the asset store {store} is empty", err=True)
 
@@ -78,10 +77,8 @@ def verify_cmd(profile: str, as_json: bool) -> None:
 @json_option
 def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
     """Unpack a tar written by `stage-assets --pack` into the store, verifying every file."""
-    from hpclaunch.assets.pack import unpack
-
-    store = profile_store(profile)
-    done = unpack(archive, store)
+    store = store_api.store_of(profile)
+    done = store_api.unpack(archive, profile)
     if as_json:
         echo_json({"store": str(store), "archive": str(archive),
                    "assets": [{"kind": u.manifest.kind, "repo_id": u.manifest.repo_id, "revision": u.manifest.revision,
@@ -106,7 +103,6 @@ def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
 def import_cmd(path: Path, model: str | None, dataset: str | None, revision: str, profile: str,
                as_json: bool) -> None:
     """Copy files downloaded by hand into the store with a manifest (sha256), as if staged."""
-    from hpclaunch.assets.importer import import_asset
     from hpclaunch.errors import ConfigError
 
     if (model is None) == (dataset is None):
@@ -114,7 +110,7 @@ def import_cmd(path: Path, model: str | None, dataset: str | None, revision: str
                           hint="hpclaunch assets import PATH --model gpt2 --profile P")
     kind, repo_id = ("model", model) if model is not None else ("dataset", dataset)
     assert repo_id is not None
-    done = import_asset(path, profile_store(profile), kind, repo_id, revision)
+    done = store_api.import_files(path, profile, kind, repo_id, revision)
     m = done.manifest
     if as_json:
         echo_json({"kind": m.kind, "repo_id": m.repo_id, "revision": m.revision, "parts": m.parts,

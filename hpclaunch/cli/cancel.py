@@ -21,13 +21,13 @@ def cancel_cmd(jobs: tuple[str, ...], as_json: bool) -> None:
     A job that has already ended is left alone: cancel says how and when it ended, and exits 0.
     Every id is checked before anything is cancelled.
     """
-    from hpclaunch.jobs.cancel import cancel
+    from hpclaunch import api
 
-    done = cancel(jobs)
+    done = api.cancel(jobs)
     if as_json:
-        echo_json({"jobs": [c.to_dict() for c in done]})
+        echo_json(done)
         return
-    for c in done:
+    for c in done.jobs:
         click.echo(c.message)
 
 

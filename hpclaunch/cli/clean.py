@@ -27,12 +27,11 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
     Give --dry-runs, --older-than or both. A run directory that no job record names is a dry run's (or a
     submit's stopped before it recorded the job); an orphan is one a submit stopped while writing it; both go
     with --dry-runs. One of recorded jobs goes only when the scheduler says they all ended."""
-    from hpclaunch.jobs import clean
+    from hpclaunch import api
 
     if not dry_runs_only and older_than is None:
         raise click.UsageError("say what to remove: --dry-runs, --older-than AGE, or both")
-    older_than_s = clean.parse_age(older_than) if older_than is not None else None
-    found = clean.find(dry_runs_only=dry_runs_only, older_than_s=older_than_s)
+    found = api.clean_find(dry_runs_only=dry_runs_only, older_than=older_than)
     going = [d for d in found if d.keep is None]
     if going and not dry_run and not yes and as_json:
         raise click.UsageError("with --json, add --yes (remove) or --dry-run (list only)")
@@ -50,8 +49,7 @@ def clean_cmd(dry_runs_only: bool, older_than: str | None, yes: bool, dry_run: b
                                    "and there is no terminal to confirm it: add --yes (remove) or --dry-run (list)")
         click.confirm(f"remove {len(going)} run director{'y' if len(going) == 1 else 'ies'}?", abort=True)
     if not dry_run:
-        for d in going:
-            clean.remove(d)
+        api.clean_remove(going)
     if as_json:
         echo_json([{"run_dir": str(d.path), "job_ids": list(d.job_ids), "dry_run": d.dry_run,
                     "orphan": d.orphan, "age_s": round(d.age_s),

@@ -22,42 +22,38 @@ def looks_like_path(text: str) -> bool:
 
 def profiles(incomplete: str) -> list[Candidate]:
     """Profile names (user folders and bundled ones) starting with `incomplete`."""
-    from hpclaunch.config.loader import profile_files
+    from hpclaunch.api.catalog import names
 
-    return [(name, str(path)) for name, path in sorted(profile_files().items()) if name.startswith(incomplete)]
+    return [(name, str(path)) for name, path in sorted(names("profiles").items()) if name.startswith(incomplete)]
 
 
 def recipes(incomplete: str) -> list[Candidate]:
     """Recipe names (user folders and bundled ones) starting with `incomplete`."""
-    from hpclaunch.config.loader import recipe_dirs
+    from hpclaunch.api.catalog import names
 
-    return [(name, str(path)) for name, path in sorted(recipe_dirs().items()) if name.startswith(incomplete)]
+    return [(name, str(path)) for name, path in sorted(names("recipes").items()) if name.startswith(incomplete)]
 
 
 def presets(recipe: str | None, incomplete: str) -> list[Candidate]:
     """The presets of `recipe` (a name or folder) starting with `incomplete`; none when it cannot be read."""
     if not recipe:
         return []
-    from hpclaunch.config.loader import load_recipe_source
+    from hpclaunch.api.catalog import presets as recipe_presets
 
     try:
-        data = load_recipe_source(recipe).data
+        found, default = recipe_presets(recipe)
     except (HpclaunchError, OSError):
         return []
-    found = data.get("presets")
-    if not isinstance(found, dict):
-        return []
-    default = data.get("default_preset")
-    return [(str(name), "default" if name == default else "") for name in found if str(name).startswith(incomplete)]
+    return [(name, "default" if name == default else "") for name in found if name.startswith(incomplete)]
 
 
 def jobs(incomplete: str) -> list[Candidate]:
     """The ids of the RECENT_JOBS newest recorded jobs starting with `incomplete`, newest first, each with
     its recipe, profile and submission time."""
-    from hpclaunch.state import registry
+    from hpclaunch.api.tracking import recorded
 
     try:
-        records = registry.all_records()
+        records = recorded()
     except HpclaunchError:
         return []
     newest = [r for r in reversed(records) if not r.pending][:RECENT_JOBS]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from hpclaunch import api
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
-from hpclaunch.state import registry
 
 
 @click.command("export", epilog=examples(
@@ -25,16 +25,10 @@ def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str
 
     DeepSpeed checkpoints of every ZeRO stage are consolidated to fp32 (the login node needs 4 bytes per
     parameter of memory)."""
-    from hpclaunch.jobs.export import checkpoint, export
-
-    run_dir = Path(registry.get(job).run_dir)
-    if out is None:
-        _, found = checkpoint(run_dir, step)
-        out = run_dir / "export" / f"step-{found:08d}"
-    done = export(run_dir, out, step, max_shard_size)
+    exported = api.export(job, out, step, max_shard_size)
+    done = exported.done
     if as_json:
-        echo_json({"job_id": job, "folder": str(done.folder), "checkpoint": str(done.checkpoint),
-                   "step": done.step, "tensors": done.tensors, "params": done.params})
+        echo_json(exported)
     else:
         click.echo(f"exported step {done.step} of job {job} ({done.params / 1e6:.2f}M parameters) to {done.folder}")
         click.echo(f"  load it with from_pretrained({str(done.folder)!r})")
@@ -50,11 +44,10 @@ def export_cmd(job: str, out: Path | None, step: int | None, max_shard_size: str
 def export_run_cmd(job: str, out: Path, as_json: bool) -> None:
     """Pack JOB's metrics, resolved config, provenance and timeline (no checkpoints) into a small archive that
     `hpclaunch compare` takes on another cluster, for a cross-cluster comparison (docs/recipes.md)."""
-    from hpclaunch.state.runarchive import export_run
-
-    path = export_run(Path(registry.get(job).run_dir), out)
+    done = api.export_run(job, out)
+    path = done.archive
     if as_json:
-        echo_json({"job_id": job, "archive": str(path), "bytes": path.stat().st_size})
+        echo_json(done)
     else:
         click.echo(f"wrote {path} ({path.stat().st_size / 1024:.1f} KiB): "
                    f"`hpclaunch compare JOB {path.name}` compares a run with it")

@@ -7,13 +7,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from hpclaunch.logs.follow import End, Event, Restart, State
-from hpclaunch.logs.read import Line
-from hpclaunch.schedulers.base import JobStatus
+from hpclaunch.api.following import End, Event, Line, Restart, State
+
+if TYPE_CHECKING:
+    from hpclaunch.api import JobStatus
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
@@ -40,9 +41,9 @@ class StatusLine:
             return
         now = time.monotonic()
         if now - self.read_at >= self.interval:
-            from hpclaunch.jobs.watch import progress_text
+            from hpclaunch.api.following import progress
 
-            self.text, self.read_at = progress_text(self.run_dir), now
+            self.text, self.read_at = progress(self.run_dir), now
         if self.text and not self.shown:
             width = shutil.get_terminal_size((80, 24)).columns - 1
             self.stream.write(f"\x1b[2m{self.text[:width]}\x1b[0m")
@@ -82,18 +83,16 @@ def print_followed(job_id: str, events: Iterator[Event], emit: Callable[[Line], 
 def follow_to_end(job_id: str, run_dir: Path) -> None:
     """Stream the job script's output until the job ends (on a terminal with the progress line under it);
     exit 1 unless it COMPLETED (`submit --follow`, `resume --follow`)."""
+    from hpclaunch import api
+    from hpclaunch.api.following import follow
     from hpclaunch.errors import JobFailed
-    from hpclaunch.logs.follow import follow_job
-    from hpclaunch.state import registry
 
-    record = registry.get(job_id)
-    if record.remote:  # submitted over SSH: its output streamed from the login node (hpclaunch/logs/remote.py)
-        from hpclaunch.logs.remote import follow_record
-
-        status = print_followed(job_id, follow_record(record), lambda line: click.echo(
+    record, _ = api.record_of(job_id)
+    if record.remote:  # submitted over SSH: its output streamed from the login node
+        status = print_followed(job_id, follow(job_id), lambda line: click.echo(
             line.text if line.rank is None else f"[rank{line.rank}]: {line.text}"))
     else:
-        events = follow_job(job_id, rank_logs=False, job_output=job_id)
+        events = follow(job_id, output_only=True)
         status = print_followed(job_id, events, lambda line: click.echo(line.text), status=StatusLine(run_dir))
     if status is None:
         return

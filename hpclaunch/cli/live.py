@@ -6,12 +6,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch.api.following import COLUMNS, MIN_WIDTH, frame, plain_lines
 from hpclaunch.cli.tables import fitted_table, state_style
-from hpclaunch.jobs.watch import COLUMNS, MIN_WIDTH, Row, frame, plain_lines
-from hpclaunch.state import registry
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from hpclaunch.jobs.watch import Row
+    from hpclaunch.state.registry import JobRecord
 
 
 def table(rows: Sequence[Row], title: str, width: int) -> Table:
@@ -23,7 +25,7 @@ def table(rows: Sequence[Row], title: str, width: int) -> Table:
                         title_justify="left")
 
 
-def run(records: Callable[[], list[registry.JobRecord]], jobs: Sequence[str], *, interval: float, once: bool,
+def run(records: Callable[[], list[JobRecord]], jobs: Sequence[str], *, interval: float, once: bool,
         terminal: bool, echo: Callable[[str], None]) -> None:
     """Refresh every `interval` seconds until Ctrl-C (KeyboardInterrupt propagates to the caller), or until every
     named job has finished; `once`: one frame. On a `terminal` a rich Live table, else plain lines via `echo`."""

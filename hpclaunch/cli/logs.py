@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch import api
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option
-from hpclaunch.errors import CommandError, ConfigError, NotFoundError
-from hpclaunch.logs.read import LOCAL
-from hpclaunch.schedulers import JobStatus, get_scheduler
-from hpclaunch.state import registry
-from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.cli.options import echo_json, examples, json_option, say
 
 if TYPE_CHECKING:
-    from hpclaunch.logs.read import Line, Reader
-
-
-def _status(record: registry.JobRecord) -> JobStatus | None:
-    try:
-        return get_scheduler(record.scheduler, record.remote).status([record.job_id]).get(record.job_id)
-    except CommandError:
-        return None  # diagnose from the logs alone
+    from hpclaunch.logs.read import Line
+    from hpclaunch.state import registry
 
 
 def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagnosis
@@ -71,132 +60,58 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
     order.
 
     With --json, one {"rank", "restart", "line"} object per line."""
-    if job is None:
-        record = registry.newest()
-        job = record.job_id
-        click.echo(f"hpclaunch: the newest job: {job}", err=True)
-    else:
-        record = registry.get(job)
-    run_dir = Path(record.run_dir)
-    if diagnose:
-        _diagnose(record, run_dir, as_json)
+    if diagnose or follow:
+        record, notes = api.record_of(job)
+        say(notes)
+        if diagnose:
+            found = api.diagnose(record.job_id)
+            echo_json(found) if as_json else _print_diagnosis(found)
+        else:
+            _follow(record, rank, tail, grep, _printer(as_json), as_json)
         return
-    if record.remote:
-        _remote_logs(record, rank, restart, tail, _pattern(grep), _printer(as_json), as_json, follow)
-        return
-    pattern = _pattern(grep)
-    emit = _printer(as_json)
-    if follow:
-        _follow(record, run_dir, rank, tail, pattern, emit, as_json)
-        return
-    _print_logs(job, RunFiles(run_dir), rank, restart, tail, pattern, emit, as_json)
-
-
-def _diagnose(record: registry.JobRecord, run_dir: Path, as_json: bool) -> None:
-    """--diagnose: the first failing rank and what to do, instead of the lines."""
-    if record.remote:  # submitted over SSH: the ends of its logs read from the login node
-        from hpclaunch.core.remote import ssh_host
-        from hpclaunch.logs.remotediagnose import diagnose_remote
-
-        d = diagnose_remote(ssh_host(record.remote), run_dir, record.job_id, _status(record))
-    else:
-        from hpclaunch.logs.diagnose import diagnose as run_diagnose
-
-        d = run_diagnose(run_dir, record.job_id, _status(record))
-    if as_json:
-        echo_json(d.to_dict())
-    else:
-        _print_diagnosis(d)
-
-
-def _pattern(grep: str | None) -> re.Pattern[bytes] | None:
-    """--grep compiled once, over bytes as the logs are read; a bad one is the user's error, with a quoted example."""
-    try:
-        return re.compile(grep.encode()) if grep else None
-    except re.error as exc:
-        raise ConfigError(f"--grep {grep!r} is not a regular expression: {exc}",
-                          hint="quote it for the shell, e.g. --grep 'loss=[0-9.]+'") from exc
+    _print_logs(api.logs(job, rank=rank, restart=restart, tail=tail, grep=grep), _printer(as_json), as_json)
 
 
 def _printer(as_json: bool) -> Callable[[Line], None]:
     """How each line goes out: a JSON object with --json, else the text behind its rank's prefix."""
     def emit(line: Line) -> None:
         if as_json:
-            echo_json({"rank": line.rank, "restart": line.restart, "line": line.text})
+            echo_json(api.line_json(line))
         else:
             click.echo(line.prefixed())
 
     return emit
 
 
-def _follow(record: registry.JobRecord, run_dir: Path, rank: int | None, tail: int | None,
-            pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool) -> None:
-    """-f: the last --tail lines first, then new lines as they are written, until the job ends."""
+def _follow(record: registry.JobRecord, rank: int | None, tail: int | None, grep: str | None,
+            emit: Callable[[Line], None], as_json: bool) -> None:
+    """-f: the last --tail lines first, then new lines as they are written, until the job ends (a job submitted
+    over SSH: streamed from its login node, hpclaunch/logs/remote.py)."""
+    from hpclaunch.api.following import follow
     from hpclaunch.cli.follow import StatusLine, print_followed
-    from hpclaunch.logs.follow import follow_job
-    from hpclaunch.logs.read import merged
-    from hpclaunch.state.runfiles import RunFiles
 
     if tail:
-        for line in merged(RunFiles(run_dir).rank_logs(rank=rank), tail=tail, pattern=pattern):
-            emit(line)
-    events = follow_job(record.job_id, rank=rank, pattern=pattern, start_at_end=bool(tail))
-    print_followed(record.job_id, events, emit, restarts=not as_json,
-                   status=None if as_json else StatusLine(run_dir))
+        shown = api.logs(record.job_id, rank=rank, tail=tail, grep=grep, batch=False)
+        _print_logs(shown, emit, as_json=True)
+    events = follow(record.job_id, rank=rank, grep=grep, start_at_end=bool(tail))
+    status = None if as_json or record.remote else StatusLine(Path(record.run_dir))
+    print_followed(record.job_id, events, emit, restarts=not as_json, status=status)
 
 
-def _remote_logs(record: registry.JobRecord, rank: int | None, restart: int | None, tail: int | None,
-                 pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool, follow: bool) -> None:
-    """The logs of a job submitted over SSH, streamed from the login node (hpclaunch/logs/remote.py)."""
-    from hpclaunch.core.remote import ssh_host
-    from hpclaunch.logs import remote
-
-    assert record.remote is not None
-    host, run_dir = ssh_host(record.remote), Path(record.run_dir)
-    if not follow:
-        listed = remote.listing(host, run_dir)
-        _print_logs(record.job_id, listed, rank, restart, tail, pattern, emit, as_json,
-                    remote.SshReader(host, listed.root, run_dir))
-        return
-    from hpclaunch.cli.follow import print_followed
-
-    if tail:
-        listed = remote.listing(host, run_dir)
-        _print_logs(record.job_id, listed, rank, restart, tail, pattern, emit, True,
-                    remote.SshReader(host, listed.root, run_dir), batch=False)
-    events = remote.follow_record(record, rank=rank, pattern=pattern, start_at_end=bool(tail))
-    print_followed(record.job_id, events, emit, restarts=not as_json, status=None)
-
-
-def _print_logs(job: str, run: RunFiles, rank: int | None, restart: int | None, tail: int | None,
-                pattern: re.Pattern[bytes] | None, emit: Callable[[Line], None], as_json: bool,
-                reader: Reader = LOCAL, batch: bool = True) -> None:
-    """The rank logs restart by restart, then the batch output; when there is nothing, where to look instead."""
-    from hpclaunch.logs.read import batch_lines, merged
-
-    files = run.rank_logs(rank=rank, restart=restart)
-    restarts = {f.restart for f in files}
-    shown = 0
+def _print_logs(shown: api.Logs, emit: Callable[[Line], None], as_json: bool) -> None:
+    """The rank logs restart by restart (a header at each restart when there are several), then the batch
+    output (under a header when there were rank logs); then what was said (nothing written yet)."""
     current = None
-    for line in merged(files, tail=tail, pattern=pattern, reader=reader):
-        if len(restarts) > 1 and line.restart != current and not as_json:
+    batch_header = shown.ranked and not as_json
+    for line in shown.lines:
+        if line.rank is None and batch_header:
+            click.echo("==> batch output <==")
+            batch_header = False
+        elif line.rank is not None and shown.restarts > 1 and line.restart != current and not as_json:
             click.echo(f"==> restart {line.restart} <==")
-        current = line.restart
+            current = line.restart
         emit(line)
-        shown += 1
-    if rank is None and batch:
-        header = bool(files) and not as_json
-        for line in batch_lines(run.job_outputs(), tail=tail, pattern=pattern, reader=reader):
-            if header:
-                click.echo("==> batch output <==")
-                header = False
-            emit(line)
-            shown += 1
-    if not shown and not files and rank is None:
-        click.echo(f"job {job} has written no logs yet (`hpclaunch status {job}` says why)", err=True)
-    if not files and rank is not None:
-        raise NotFoundError("rank log", f"rank {rank} of job {job}",
-                            hint=f"the job may not have started yet: `hpclaunch status {job}`")
+    say(shown.notes)
 
 
 def register(group: click.Group) -> None:

@@ -13,14 +13,15 @@ from hpclaunch.errors import HpclaunchError
 
 # The modules of hpclaunch/cli/ that define commands (each has `register(group)`). Add yours here.
 MODULES = ("submit", "profiles", "recipes", "status", "cancel", "resume", "logs", "report", "stage", "assets",
-           "export", "plan", "clean", "watch", "schema", "sync", "mcp")
+           "export", "plan", "clean", "watch", "schema", "sync", "mcp", "wait", "avail")
 # Command name -> its module, so that running a command imports only that module (a fast
 # `submit --dry-run`). A command missing here still works: every module is imported to find it.
 COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recipes", "status": "status",
                    "jobs": "status", "cancel": "cancel", "resume": "resume", "logs": "logs", "report": "report",
                    "compare": "report", "stage-assets": "stage", "assets": "assets",
                    "export": "export", "export-run": "export", "plan": "plan", "clean": "clean", "watch": "watch",
-                   "schema": "schema", "sync": "sync", "mcp": "mcp"}
+                   "schema": "schema", "sync": "sync", "mcp": "mcp", "wait": "wait",
+                   "avail": "avail"}
 
 
 class Group(WholeHelpGroup):

@@ -1,4 +1,4 @@
-"""hpclaunch mcp: the Model Context Protocol server for coding agents (hpclaunch/cli/mcpserver.py), over stdio."""
+"""hpclaunch mcp: the Model Context Protocol server for coding agents (hpclaunch/mcp/), over stdio."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from hpclaunch.cli.options import examples
 def mcp_cmd() -> None:
     """Serve the Model Context Protocol on stdin/stdout, for coding agents (Claude Code, VS Code, Cursor).
 
-    Tools to list and show profiles and recipes, plan, submit (a dry run unless confirmed), jobs, status, logs,
-    diagnose, report, compare and cancel, each answering with the JSON of the command's --json.
+    Tools to list and show profiles and recipes, avail, plan, submit (a dry run unless confirmed), jobs, status,
+    wait, logs, diagnose, report, compare and cancel, each answering with the JSON of the command's --json.
 
     Runs until the client closes stdin; logs on stderr. Needs the `mcp` extra (pip install 'hpclaunch[mcp]').
     """
     from hpclaunch.core.extras import need
 
     need("mcp.server.mcpserver")
-    from hpclaunch.cli.mcpserver import serve
+    from hpclaunch.mcp.server import serve
 
     serve()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -70,22 +70,15 @@ class JsonOption(click.Option):
 json_option = click.option("--json", "as_json", is_flag=True, cls=JsonOption, help=JSON_HELP)
 
 
-#: The version of every `--json` output's shape: raised when a key is renamed or removed or changes meaning
-#: (adding a key keeps it). Each object printed at the top level, and each object of a top-level list, carries
-#: it first as "schema" (lists stay lists, so that existing consumers keep working).
-SCHEMA = 1
-
-
-def versioned(data: Any) -> Any:
-    """`data` with "schema": SCHEMA first in it (an object) or in each of its objects (a list)."""
-    if isinstance(data, dict):
-        return {"schema": SCHEMA, **data}
-    if isinstance(data, list):
-        return [versioned(item) if isinstance(item, dict) else item for item in data]
-    return data
-
-
 def echo_json(data: Any) -> None:
-    """Print `data` as JSON for scripts: one compact line per object, keys in the order the code wrote them,
-    so a stream of them (`logs --json`, `stage-assets --prepare --json`) is JSON Lines; versioned (SCHEMA)."""
-    click.echo(json.dumps(versioned(data)))
+    """Print a result as JSON for scripts, through the one encoder (hpclaunch/api/encode.py): one compact line per
+    object, so a stream of them (`logs --json`, `stage-assets --prepare --json`) is JSON Lines; versioned."""
+    from hpclaunch.api.encode import dumps
+
+    click.echo(dumps(data))
+
+
+def say(notes: Sequence[str]) -> None:
+    """What a result says besides itself (warnings, notes: each a whole line), on stderr."""
+    for note in notes:
+        click.echo(note, err=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option, target_options
+from hpclaunch.cli.options import echo_json, examples, json_option, say, target_options
 
 
 @click.command("plan", epilog=examples(
@@ -33,21 +33,15 @@ def plan_cmd(recipe: str, profile: str | None, preset: str | None, layout: str |
     A hub model's config.json that the store lacks is fetched alone (a few kB) into the store, marked config-only:
     the weights are still staged with `hpclaunch stage-assets` before a submit.
     """
-    from hpclaunch.api import resolve_spec
-    from hpclaunch.plan import fetch_config, plan_job
-    from hpclaunch.submission.resolve import CliOverrides
+    from hpclaunch import api
 
-    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
-                       sets=sets)
-    spec = resolve_spec(recipe, profile, cli)
-    fetched = fetch_config(spec, endpoints)
-    if fetched:
-        click.echo(f"hpclaunch: {fetched}", err=True)
-    plan = plan_job(spec)
+    planned = api.plan(recipe, profile, preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node,
+                       partition=partition, sets=sets, endpoints=endpoints)
+    say(planned.notes)
     if as_json:
-        echo_json(plan.to_json())
+        echo_json(planned)
     else:
-        click.echo("\n".join(plan.lines()))
+        click.echo("\n".join(planned.lines()))
 
 
 def register(group: click.Group) -> None:

@@ -8,13 +8,8 @@ import click
 import yaml
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
+from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option, say
 from hpclaunch.cli.tables import print_table
-from hpclaunch.config.base import dump
-from hpclaunch.config.loader import find_profile, load_profile, profile_files
-from hpclaunch.config.profile import Profile
-from hpclaunch.config.yamlfile import UnreadableFile
-from hpclaunch.errors import HpclaunchError
 
 
 @click.group("profiles", cls=WholeHelpGroup,
@@ -28,28 +23,22 @@ def profiles() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """A table of the profiles found: name, scheduler, accelerator, partitions."""
-    found: list[tuple[str, Path, Profile | None, str | None]] = []  # name, file, profile or why it is invalid
-    for name, path in sorted(profile_files().items()):
-        try:
-            found.append((name, path, load_profile(str(path)), None))
-        except UnreadableFile as exc:
-            click.echo(f"hpclaunch: warning: skipped {exc.message}", err=True)
-        except HpclaunchError as exc:
-            found.append((name, path, None, exc.message.splitlines()[0]))
+    from hpclaunch import api
+
+    found = api.profiles()
+    say(found.notes)
     if as_json:
-        echo_json([{"name": name, "file": str(path), "error": error} if p is None else
-                   {"name": name, "file": str(path), "scheduler": p.scheduler, "accelerator": p.accelerator,
-                    "backend": p.backend, "partitions": {n: dump(s) for n, s in p.partitions.items()}}
-                   for name, path, p, error in found])
+        echo_json(found)
         return
     rows = []
-    for name, path, p, error in found:
+    for entry in found.items:
+        p = entry.profile
         if p is None:
-            rows.append((name, "?", "?", f"INVALID: {error}", str(path)))
+            rows.append((entry.name, "?", "?", f"INVALID: {entry.error}", str(entry.file)))
             continue
         parts = ", ".join(f"{n} ({s.max_nodes}x{s.gpus_per_node} {s.gpu_type or p.accelerator})"
                           for n, s in p.partitions.items())
-        rows.append((name, p.scheduler, f"{p.accelerator}/{p.backend}", parts, str(path)))
+        rows.append((entry.name, p.scheduler, f"{p.accelerator}/{p.backend}", parts, str(entry.file)))
     heading = "partitions (max nodes x devices)"
     print_table(["name", "scheduler", "accelerator", heading, "file"], rows, ids=("name",), shrink=(heading, "file"))
 
@@ -60,12 +49,14 @@ def list_cmd(as_json: bool) -> None:
 @json_option
 def show_cmd(profile: str, as_json: bool) -> None:
     """The resolved profile as YAML (all defaults filled in)."""
-    p = load_profile(profile)
+    from hpclaunch import api
+
+    shown = api.profile(profile)
     if as_json:
-        echo_json(dump(p))
+        echo_json(shown)
         return
-    click.echo(f"# {find_profile(profile)}")
-    click.echo(yaml.safe_dump(dump(p), sort_keys=False), nl=False)
+    click.echo(f"# {shown.file}")
+    click.echo(yaml.safe_dump(shown.data, sort_keys=False), nl=False)
 
 
 @profiles.command("check", epilog=examples("hpclaunch profiles check dev-slurm",
@@ -82,23 +73,16 @@ def check_cmd(profile: str, on_node: bool, as_json: bool) -> None:
 
     Prints a table of check, result and how to fix; exits 1 when any check failed.
     """
-    import time
-    from dataclasses import asdict
+    from hpclaunch import api
 
-    from hpclaunch.core.paths import hpclaunch_home
-    from hpclaunch.schedulers.base import Check
-    from hpclaunch.submission.profilecheck import checks
-
-    p = load_profile(profile)
-    folder = hpclaunch_home() / "checks" / f"{time.strftime('%Y%m%d-%H%M%S')}-{p.name}" if on_node else None
-    rows = [Check("profile", True, f"valid ({find_profile(profile)})"), *checks(p, on_node=folder)]
-    failed = [c for c in rows if not c.ok]
+    done = api.check_profile(profile, on_node=on_node)
+    rows, failed = done.checks, done.failed
     if as_json:
-        echo_json([asdict(c) for c in rows])
+        echo_json(done)
     else:
         _print_checks([(c.name, ("ok: " if c.ok else "FAILED: ") + c.result, c.fix) for c in rows])
-        click.echo(f"{p.name}: " + (f"{len(failed)} of {len(rows)} checks failed" if failed else
-                                    f"all {len(rows)} checks passed"), err=True)
+        click.echo(f"{done.profile}: " + (f"{len(failed)} of {len(rows)} checks failed" if failed else
+                                          f"all {len(rows)} checks passed"), err=True)
     if failed:
         raise SystemExit(1)
 
@@ -113,9 +97,9 @@ def check_cmd(profile: str, on_node: bool, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="overwrite an existing file")
 def init_cmd(name: str, partitions: tuple[str, ...], out: Path | None, force: bool) -> None:
     """Write a profile for this Slurm cluster from scontrol (partitions, GPUs, CPUs, memory, limits)."""
-    from hpclaunch.schedulers import get_scheduler
+    from hpclaunch import api
 
-    path = get_scheduler("slurm").write_profile(name, partitions, out, force=force)
+    path = api.init_profile(name, partitions, out, force=force)
     click.echo(f"wrote {path}: edit accelerator, backend, python and modules, then "
                f"`hpclaunch profiles check {path}`")
 

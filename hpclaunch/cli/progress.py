@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.assets.requests import AssetRequest
-
 if TYPE_CHECKING:
     from rich.progress import TaskID
+
+    from hpclaunch.assets.requests import AssetRequest
 
 
 class Bars:

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 import yaml
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option
+from hpclaunch.cli.options import WholeHelpGroup, echo_json, examples, json_option, say
 from hpclaunch.cli.tables import print_table
-from hpclaunch.config.base import dump
-from hpclaunch.config.loader import find_recipe, load_recipe_source, recipe_dirs
-from hpclaunch.config.yamlfile import UnreadableFile, read_yaml
-from hpclaunch.errors import HpclaunchError
-from hpclaunch.submission.resolve import merge_recipe
 
 
 @click.group("recipes", cls=WholeHelpGroup,
@@ -27,24 +20,15 @@ def recipes() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """A table of the recipes found: name, launcher, task, presets, description."""
-    found: list[dict[str, Any]] = []
-    for name, folder in sorted(recipe_dirs().items()):
-        try:
-            data = read_yaml(folder / "recipe.yaml")
-        except UnreadableFile as exc:
-            click.echo(f"hpclaunch: warning: skipped {exc.message}", err=True)
-            continue
-        except HpclaunchError as exc:
-            found.append({"name": name, "folder": str(folder), "error": exc.message})
-            continue
-        found.append({"name": name, "folder": str(folder), "launcher": data.get("launcher"), "task": data.get("task"),
-                      "presets": [str(k) for k in presets] if isinstance(presets := data.get("presets"), dict) else [],
-                      "description": str(data.get("description", ""))})
+    from hpclaunch import api
+
+    found = api.recipes()
+    say(found.notes)
     if as_json:
         echo_json(found)
         return
-    rows = [(r["name"], "?", "?", "", f"INVALID: {r['error']}") if "error" in r else
-            (r["name"], r["launcher"], r["task"], ", ".join(r["presets"]), r["description"]) for r in found]
+    rows = [(r.name, "?", "?", "", f"INVALID: {r.error}") if r.error is not None else
+            (r.name, r.launcher, r.task, ", ".join(r.presets), r.description) for r in found.items]
     print_table(["name", "launcher", "task", "presets", "description"], rows, ids=("name",),
                 shrink=("presets", "description"))
 
@@ -56,13 +40,14 @@ def list_cmd(as_json: bool) -> None:
 @json_option
 def show_cmd(recipe: str, preset: str | None, as_json: bool) -> None:
     """The recipe with defaults filled in (and a preset applied), as YAML."""
-    src = load_recipe_source(recipe)
-    merged, chosen = merge_recipe(src, preset, ())
+    from hpclaunch import api
+
+    shown = api.recipe(recipe, preset)
     if as_json:
-        echo_json(dump(merged))
+        echo_json(shown)
         return
-    click.echo(f"# {find_recipe(recipe)}" + (f" (preset {chosen})" if chosen else ""))
-    click.echo(yaml.safe_dump(dump(merged), sort_keys=False), nl=False)
+    click.echo(f"# {shown.file}" + (f" (preset {shown.preset})" if shown.preset else ""))
+    click.echo(yaml.safe_dump(shown.data, sort_keys=False), nl=False)
 
 
 def register(group: click.Group) -> None:

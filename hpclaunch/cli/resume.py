@@ -31,15 +31,15 @@ def resume_cmd(job: str, from_scratch: bool, exclude: tuple[str, ...], follow: b
     before goes on from the newest job of its chain. Refused (exit 2): a job still queued or running, one that
     completed, and one with no checkpoint or whose script does not resume, unless --from-scratch.
     """
-    from hpclaunch.jobs.resume import resume
+    from hpclaunch import api
 
     if parsable and as_json:
         raise click.UsageError("--parsable prints the new job's id: not with --json")
-    done = resume(job, from_scratch=from_scratch, exclude=exclude)
+    done = api.resume(job, from_scratch=from_scratch, exclude=exclude)
     if parsable:
         click.echo(done.job_id)
     elif as_json:
-        echo_json(done.to_dict())
+        echo_json(done)
     else:
         click.echo(done.message)
         click.echo(f"run directory: {done.run_dir}")

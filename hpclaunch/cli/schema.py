@@ -17,9 +17,9 @@ from hpclaunch.cli.options import examples
               help="write the schema to this file (default: standard output)")
 def schema_cmd(kind: str, out: Path | None) -> None:
     """The JSON Schema of a profile or recipe file, for editors (docs/profiles.md#editor-support)."""
-    from hpclaunch.config.fileschema import schema_text
+    from hpclaunch import api
 
-    text = schema_text(kind)
+    text = api.schema(kind)
     if out is None:
         click.echo(text, nl=False)
         return

@@ -8,14 +8,7 @@ from pathlib import Path
 
 import click
 
-from hpclaunch.assets.workflow import (
-    NothingToStage,
-    StageOutcome,
-    StagePlan,
-    plan_stage,
-    prepare_datasets,
-    stage_assets,
-)
+from hpclaunch.api import assets
 from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option, profile_option
 from hpclaunch.cli.progress import Bars
@@ -99,11 +92,9 @@ def stage_cmd(
     kill interrupted. Jobs then run offline from the store.
     """
     try:
-        from hpclaunch.submission.resolve import CliOverrides, resolve
-
-        specs = [resolve(recipe, profile, CliOverrides(preset=preset)) for recipe in recipes]
-        plan = plan_stage(profile, specs, models=models, datasets=datasets, endpoints=endpoints)
-    except NothingToStage as exc:
+        plan = assets.stage_plan(recipes, profile, preset=preset, models=models, datasets=datasets,
+                                 endpoints=endpoints)
+    except assets.NothingToStage as exc:
         raise click.UsageError(exc.message) from None
     for note in plan.notes:
         click.echo(f"hpclaunch: {note}", err=True)
@@ -113,7 +104,7 @@ def stage_cmd(
                 click.echo(f"staging in Slurm job {job_id} on partition {slurm_partition}; waiting for it", err=True)
 
         with Bars(enabled=not as_json and not slurm_partition) as bars:
-            outcome = stage_assets(plan, workers=workers, verify=verify, timeout=timeout,
+            outcome = assets.stage(plan, workers=workers, verify=verify, timeout=timeout,
                                    slurm_partition=slurm_partition, pack_file=pack_file, on_event=bars.event,
                                    on_submit=submitted)
         if as_json:
@@ -125,8 +116,8 @@ def stage_cmd(
         _prepare(plan, as_json)
 
 
-def _prepare(plan: StagePlan, as_json: bool) -> None:
-    for done in prepare_datasets(plan):
+def _prepare(plan: assets.StagePlan, as_json: bool) -> None:
+    for done in assets.prepare_datasets(plan):
         if as_json:
             echo_json({"prepared": done})
         else:
@@ -134,7 +125,7 @@ def _prepare(plan: StagePlan, as_json: bool) -> None:
             click.echo(f"prepared {done['recipe']}: {counts} of {done['seq_len']} tokens ({done['seconds']:.1f} s)")
 
 
-def _summary(outcome: StageOutcome) -> None:
+def _summary(outcome: assets.StageOutcome) -> None:
     if outcome.results:
         rows = []
         for r in outcome.results:

@@ -4,38 +4,31 @@ pending reasons in words, elapsed/limit and the last metrics the job wrote."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch import api
+from hpclaunch.api import words
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, json_option
+from hpclaunch.cli.options import echo_json, examples, json_option, say
 from hpclaunch.cli.tables import print_table, state_style, terminal_console
 from hpclaunch.errors import ConfigError
-from hpclaunch.jobs import sync as wandb_sync
-from hpclaunch.jobs.view import JobView, views
-from hpclaunch.schedulers import JobStatus, get_scheduler
-from hpclaunch.state import recoveries, registry, stragglers, timeline
-from hpclaunch.state.sweeps import grouped, sweep_elements
+
+if TYPE_CHECKING:
+    from hpclaunch.api import JobStatus
+    from hpclaunch.jobs.view import JobView
+    from hpclaunch.state.registry import JobRecord
 
 _METRIC_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "eval_loss",
                 "perplexity")
 
 
-def _find_job(record: registry.JobRecord) -> str | None:
-    return get_scheduler(record.scheduler, record.remote).find_job(Path(record.run_dir))
-
-
-def listed_records() -> list[registry.JobRecord]:
-    """Every record, after settling the pending records of interrupted submits; unreadable records are
-    skipped with one warning each."""
-    for line in registry.recover(_find_job):
-        click.echo(f"hpclaunch: warning: {line}", err=True)
-    bad: list[registry.RegistryError] = []
-    records = registry.all_records(bad)
-    for exc in bad:
-        click.echo(f"hpclaunch: warning: skipped {exc.message} ({exc.hint})", err=True)
-    return records
+def listed_records() -> list[JobRecord]:
+    """Every record (api.records: the pending records of interrupted submits settled), its warnings on stderr."""
+    listed = api.records()
+    say(listed.notes)
+    return listed.items
 
 
 def _sweep_state(v: JobView) -> str:
@@ -85,7 +78,7 @@ interval_option = click.option("--interval", "-i", default=5.0, show_default=Tru
                                help="seconds between refreshes (one scheduler call each)")
 
 
-RECENT = 10  # `status` without a job: this many of the newest jobs
+RECENT = api.RECENT
 
 
 @click.command("status", epilog=examples(
@@ -99,22 +92,14 @@ RECENT = 10  # `status` without a job: this many of the newest jobs
 def status_cmd(job: str | None, all_jobs: bool, as_json: bool) -> None:
     """State of JOB (or of the 10 newest jobs): state, pending reason in words, nodes, elapsed/limit,
     last metrics."""
-    if job:
-        one = registry.get(job)
-        groups = [(one, sweep_elements(one))]
-    else:
-        groups = grouped(listed_records())
-        if not all_jobs and len(groups) > RECENT:
-            click.echo(f"hpclaunch: the {RECENT} newest of {len(groups)} jobs (`hpclaunch status --all` for all)",
-                       err=True)
-            groups = groups[-RECENT:]
-    if not groups and not as_json:
+    found = api.status(job, all_jobs=all_jobs)
+    say(found.notes)
+    if not found.views and not as_json:
         click.echo(NO_JOBS, err=True)
-    shown = views(groups)
     if as_json:
-        data = [v.to_dict() for v in shown]
-        echo_json(data[0] if job else data)
+        echo_json(found)
         return
+    shown = found.views
     for v in shown:
         _print_sweep(v) if v.is_sweep else _print_job(v)
 
@@ -143,7 +128,7 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  retry {step.get('retry')}: {step.get('from')} -> {step['to']} "
                    f"({state}), because {step.get('reason')}; excluded {step.get('exclude')}")
     for number, rec in enumerate(v.recoveries, 1):
-        click.echo(f"  recovery {number}: {recoveries.line(rec)}")
+        click.echo(f"  recovery {number}: {words.recovery(rec)}")
     if s.nodes:
         click.echo(f"  nodes: {s.nodes}")
     if s.elapsed:
@@ -153,32 +138,20 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  last metrics: {metrics}")
     _print_timeline(v.timeline)
     if v.health:
-        click.echo(f"  node health: {describe_health(v.health)}")
+        click.echo(f"  node health: {words.health(v.health)}")
     for found in v.stragglers:
-        click.echo(f"  straggler: {stragglers.describe(found)}")
+        click.echo(f"  straggler: {words.straggler(found)}")
     if v.sweep_id:
         click.echo(f"  sweep {v.sweep_id}, element {(r.sweep or {}).get('index')}: {v.values}")
     click.echo(f"  run directory: {r.run_dir}")
     if v.provenance:
         click.echo(f"  provenance: {v.provenance}")
     if v.wandb:
-        click.echo(f"  W&B: {wandb_sync.describe(v.wandb, r.job_id)}")
+        click.echo(f"  W&B: {words.wandb(v.wandb, r.job_id)}")
     if s.source:
         click.echo(f"  (from {s.source})")
     if s.finished and s.state != "COMPLETED":
         click.echo(f"  why: hpclaunch logs {r.job_id} --diagnose")
-
-
-def describe_health(found: dict) -> str:
-    """node health: 2 node(s) passed before step 0 (restart 0; all-reduce 0.61 GB/s), or what failed where."""
-    if not found.get("ok"):
-        return "FAILED before step 0: " + "; ".join(
-            f"{f.get('host') or '?'} (node {f.get('node')}) {f.get('check')}: {f.get('detail')}"
-            for f in found.get("failed", []))
-    bw = [c.get("busbw_gbps") for n in found.get("nodes", []) for c in n.get("checks", [])
-          if c.get("name") == "allreduce" and c.get("busbw_gbps") is not None]
-    extra = f"; all-reduce {min(bw):.3g} GB/s" if bw else ""
-    return f"{len(found.get('nodes', []))} node(s) passed before step 0 (restart {found.get('restart')}{extra})"
 
 
 def _resumed_from(link: dict) -> str:
@@ -192,7 +165,7 @@ def _print_timeline(restarts: list[dict]) -> None:
     """queued 3m12s, start-up 41s (env 18s, ...), training 10m05s; one line per restart when there are several."""
     for entry in restarts:
         which = "" if len(restarts) == 1 else f" (restart {entry['restart']}, job {entry['job']})"
-        click.echo(f"  timeline{which}: {timeline.describe(entry)}")
+        click.echo(f"  timeline{which}: {words.timeline(entry)}")
 
 
 def _print_sweep(v: JobView) -> None:
@@ -270,12 +243,12 @@ def jobs_cmd(limit: int, live: bool, interval: float, as_json: bool) -> None:
     if live:
         watch_jobs((), interval, once=False)
         return
-    groups = grouped(listed_records())
-    shown = views(groups[-limit:] if limit > 0 else groups)
+    found = api.jobs(limit)
+    say(found.notes)
     if as_json:
-        echo_json([v.to_dict() for v in shown])
+        echo_json(found)
         return
-    rows = [row for v in shown for row in _job_rows(v)]
+    rows = [row for v in found.items for row in _job_rows(v)]
     print_table(JOBS_COLUMNS, rows, terminal=JOBS_TERMINAL, ids=("job", "name"), shrink=("state", "recipe"),
                 styles={"state": state_style}, short={"submitted": lambda t: t[5:]})
 

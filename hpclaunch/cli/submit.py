@@ -3,21 +3,10 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from hpclaunch.cli import complete
-from hpclaunch.cli.options import echo_json, examples, exclude_option, json_option, target_options
-from hpclaunch.cli.submitnotes import (
-    say_after,
-    say_after_submit,
-    say_checkpointing,
-    say_inject,
-    say_plan,
-    say_resources,
-)
-from hpclaunch.submission.resolve import CliOverrides
+from hpclaunch.cli.options import echo_json, examples, exclude_option, json_option, say, target_options
 
 
 @click.command("submit", epilog=examples(
@@ -82,36 +71,29 @@ def submit_cmd(recipe: str, profile: str | None, preset: str | None, layout: str
     RECIPE may also be your own Python script (train.py): it runs under --launcher as an ad-hoc recipe.
     SCRIPT_ARGS after `--` go to the script as they are (they replace the recipe's `args`).
     """
-    from hpclaunch.api import submit_request
+    from hpclaunch import api
 
-    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
-                       time=time_, name=name, sets=sets, retries=retries,
-                       inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=sbatch, launcher=launcher,
-                       script_args=script_args or None, exclude=exclude, spare_nodes=spare_nodes, notify=notify)
+    cli = api.asked(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
+                    time=time_, name=name, sets=sets, retries=retries, sbatch=sbatch, launcher=launcher,
+                    script_args=script_args or None, exclude=exclude, spare_nodes=spare_nodes, notify=notify)
     if parsable and (dry_run or as_json):
         raise click.UsageError("--parsable prints the id of the job queued: not with "
                                + ("--dry-run (nothing is queued)" if dry_run else "JSON output"))
-    job = submit_request(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, after=after,
+    job = api.submit_request(recipe, profile, cli, sweeps, max_parallel, dry_run=dry_run, after=after,
                          skip_fit_check=skip_fit_check, remote=remote)
+    say(job.notes)
+    waits = ", ".join(after)
     if job.sweep is not None:
         from hpclaunch.cli.sweeps import print_sweep
 
-        print_sweep(job.sweep, dry_run=dry_run, follow=follow, as_json=as_json, parsable=parsable, after=after)
+        print_sweep(job, dry_run=dry_run, follow=follow, as_json=as_json, parsable=parsable, waits=waits)
         return
     spec = job.spec
     assert spec is not None  # submitted in this process
-    say_inject(spec)
-    waits = say_after(spec, after, dry_run)
-    if dry_run:
-        say_resources(spec)
-        say_checkpointing(spec)
-        say_plan(spec)
-    say_after_submit(spec, dry_run, job.warnings)
     if parsable:
         click.echo(job.job_id)
     elif as_json:
-        echo_json({"job_id": job.job_id, "run_dir": str(job.run_dir), "script": str(job.script),
-                   "layout": spec.layout, "profile": spec.profile.name, "recipe": spec.recipe.name})
+        echo_json(job)
     elif dry_run:
         click.echo(job.script.read_text(encoding="utf-8"), nl=False)
         click.echo(f"# dry run: nothing submitted; run directory {job.run_dir}", err=True)

@@ -9,37 +9,30 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli.options import echo_json
-from hpclaunch.cli.submitnotes import say_after, say_after_submit, say_inject
 from hpclaunch.errors import JobFailed
-from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
-    from hpclaunch.schedulers.base import JobStatus
-    from hpclaunch.submission.sweep import SweepSubmission
+    from hpclaunch.api import Job, JobStatus
 
 INTERRUPTED = 130
 
 
-def print_sweep(done: SweepSubmission, *, dry_run: bool, follow: bool, as_json: bool, parsable: bool = False,
-                after: tuple[str, ...] = ()) -> None:
-    """What `hpclaunch submit --sweep` prints about a sweep it submitted (hpclaunch/api.py did the work)."""
+def print_sweep(job: Job, *, dry_run: bool, follow: bool, as_json: bool, parsable: bool = False,
+                waits: str = "") -> None:
+    """What `hpclaunch submit --sweep` prints about a sweep it submitted (api.submit_request did the work and
+    said its notes)."""
+    done = job.sweep
+    assert done is not None
     first = done.elements[0].spec
-    say_inject(first)
-    waits = say_after(first, after, dry_run)
-    say_after_submit(first, dry_run, done.warnings)
     ids = [done.element_id(e.index) if done.job_id else None for e in done.elements]
     if parsable:
         click.echo(done.job_id)
     elif as_json:
-        echo_json({"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
-                   "layout": first.layout, "profile": first.profile.name, "recipe": first.recipe.name,
-                   "keys": list(done.keys), "max_parallel": done.max_parallel,
-                   "elements": [{"job_id": i, "index": e.index, "values": e.values, "run_dir": str(e.run_dir)}
-                                for i, e in zip(ids, done.elements, strict=True)]})
+        echo_json(job)
     elif dry_run:
         click.echo(done.script, nl=False)
         click.echo(f"# dry run: nothing submitted; sweep folder {done.sweep_dir} with {len(done.elements)} "
-                   f"elements (element 0's script: {RunFiles(done.elements[0].run_dir).script})", err=True)
+                   f"elements (element 0's script: {job.element_script(0)})", err=True)
     else:
         at_a_time = f", {done.max_parallel} at a time" if done.max_parallel else ""
         click.echo(f"submitted sweep {done.job_id}: {len(done.elements)} elements of {first.recipe.name} on "
@@ -54,15 +47,13 @@ def print_sweep(done: SweepSubmission, *, dry_run: bool, follow: bool, as_json: 
 def follow_sweep(sweep_id: str, ids: list[str], scheduler_name: str, *, poll: float = 2.0,
                  unknown_limit: int = 10) -> None:
     """Print each element's state as it changes until every element has ended; exit 1 unless all COMPLETED."""
-    from hpclaunch.logs.follow import JobLost
-    from hpclaunch.schedulers import get_scheduler
+    from hpclaunch import api
 
-    scheduler = get_scheduler(scheduler_name)
     seen: dict[str, str] = {}
     unknown = 0
     try:
         while True:
-            found = scheduler.status(ids)
+            found = api.states(ids, scheduler_name)
             for job_id in ids:
                 state = found[job_id].state
                 if seen.get(job_id) != state:
@@ -70,7 +61,7 @@ def follow_sweep(sweep_id: str, ids: list[str], scheduler_name: str, *, poll: fl
                     click.echo(f"{job_id} {_state(found[job_id])}")
             unknown = unknown + 1 if "UNKNOWN" in seen.values() else 0
             if unknown >= unknown_limit:
-                raise JobLost(f"sweep {sweep_id}: the scheduler no longer knows some of its elements "
+                raise api.JobLost(f"sweep {sweep_id}: the scheduler no longer knows some of its elements "
                               f"(UNKNOWN at {unknown} checks in a row); stopped following it",
                               hint=f"`hpclaunch status {sweep_id}` shows what is known")
             if all(s.finished for s in found.values()):

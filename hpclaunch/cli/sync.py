@@ -10,7 +10,7 @@ from hpclaunch.cli import complete
 from hpclaunch.cli.options import echo_json, examples, json_option
 
 if TYPE_CHECKING:
-    from hpclaunch.jobs.sync import JobRuns
+    from hpclaunch.api import JobRuns
 
 
 @click.command("sync", epilog=examples(
@@ -32,15 +32,14 @@ def sync_cmd(jobs: tuple[str, ...], dry_run: bool, include_synced: bool, project
     network. Jobs write them into RUN_DIR/wandb/ when tracking.wandb is on (offline by default: compute nodes
     need no network). W&B's own uploader does the work; the credentials are W&B's (`wandb login`,
     WANDB_API_KEY, WANDB_BASE_URL). A job still running keeps its newest run for a later sync."""
-    from hpclaunch.jobs import sync as wandb_sync
+    from hpclaunch import api
 
-    found = wandb_sync.find(list(jobs))
-    wandb_sync.check_found(found)
+    found = api.sync_find(jobs)
     if not as_json:
         for j in found:
             click.echo(_line(j, include_synced))
-    uploaded = [] if dry_run else wandb_sync.upload(found, include_synced=include_synced, project=project,
-                                                    entity=entity)
+    uploaded = [] if dry_run else api.sync_upload(found, include_synced=include_synced, project=project,
+                                                  entity=entity)
     if as_json:
         echo_json({"dry_run": dry_run, "uploaded": [str(s.path) for s in uploaded],
                    "jobs": [j.as_dict(include_synced) for j in found]})

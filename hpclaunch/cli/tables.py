@@ -9,18 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hpclaunch.core.units import human
+
+__all__ = ["fitted_table", "human", "print_table", "state_style", "terminal_console"]
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
-
-
-def human(n: float) -> str:
-    """A byte count in B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def surely_not_a_terminal() -> bool:

@@ -1,1 +1,3 @@
-"""Typed, frozen models of cluster profiles and recipes, and their YAML loaders."""
+"""Typed, frozen models of cluster profiles and recipes, and their YAML loaders.
+
+May import: core, errors."""

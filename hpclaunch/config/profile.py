@@ -196,6 +196,17 @@ class ProfileDefaults(StrictModel, frozen=True, kw_only=True):
                                          "train.micro_batch_size=auto leaves free (0.1: it plans within 90 %)")] = 0.1
 
 
+class AgentBudget(StrictModel, frozen=True, kw_only=True):
+    """How many jobs a coding agent (`hpclaunch mcp`) may hold in the queue on this profile at once."""
+
+    max_pending: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(
+        description="jobs of this profile waiting in the queue beyond which an agent's submit is refused; null: "
+                    "no limit")] = None
+    max_running: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(
+        description="jobs of this profile running at once beyond which an agent's submit is refused; null: "
+                    "no limit")] = None
+
+
 class Profile(StrictModel, frozen=True, kw_only=True):
     name: str
     description: str = ""
@@ -237,6 +248,8 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     storage: StorageDefaults = StorageDefaults()
     suspect_node_hours: Annotated[float, Meta(gt=0, description="how long a node blamed for a failure is excluded")
                                   ] = 24.0
+    agents: Annotated[AgentBudget, Meta(description="the queue budget of a coding agent's submits (hpclaunch mcp), "
+                                        "e.g. {max_pending: 2, max_running: 4}")] = AgentBudget()
     remote: Annotated[RemoteConfig | None, Meta(description="submit from a laptop: the login node its commands run "
                                                 "on over SSH (docs/remote.md)")] = None
     node_scratch: Annotated[str | None, Meta(description="node-local disk for staged environments and assets (the "

@@ -3,4 +3,4 @@ shell quoting (shell), hpclaunch's folders and the bundled files (paths), option
 the content-addressed cache (cache), the launcher and scheduler name tables (backends), the version, and where
 the cluster's commands run: here or on a login node over one multiplexed SSH connection (remote).
 
-May import: the standard library, and hpclaunch.errors. Nothing else of hpclaunch."""
+May import: errors."""

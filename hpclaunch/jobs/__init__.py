@@ -2,4 +2,4 @@
 again from its checkpoint), clean, export (checkpoint -> Hugging Face folder), W&B sync; the local copy of a
 run directory on a login node (remote, docs/remote.md).
 
-May import: report, logs, submit and everything below. Never runtime, never cli."""
+May import: report, logs, submission, schedulers, config, state, core, errors. Never runtime, never cli."""

@@ -1,6 +1,8 @@
 """Launchers turn a JobSpec into the command each node runs. Looked up by name in the table in
 hpclaunch/core/backends.py, which the recipe validation uses too; a launcher's module is imported only when it is
-used."""
+used.
+
+May import: config, state, core, errors."""
 
 from __future__ import annotations
 

@@ -377,6 +377,15 @@ RULES: tuple[Rule, ...] = (
         primary=False,
     ),
     Rule(
+        "bad_arguments",
+        "the script refused its command-line arguments",
+        _re(r"^\s*" + RANK_PREFIX.decode() + r"[\w.-]+: error: (?:unrecognized arguments|the following arguments "
+            r"are required|argument [^\n]*?: (?:invalid|expected|ambiguous|not allowed))"),
+        "its own argument parser said so before it started: the arguments come from the recipe's `args` (or `-- ARGS` "
+        "after `submit SCRIPT.py`); a recipe key such as the learning rate goes in --set train.lr=3e-4, not in a flag "
+        "(`hpclaunch recipes show RECIPE` lists the keys)",
+    ),
+    Rule(
         "python_error",
         "the training script raised an exception",
         _re(

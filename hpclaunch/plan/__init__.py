@@ -7,7 +7,8 @@
     job.py      a JobSpec's plan (`plan_job`) and preflight's fit check (`check_fit`)
 
 Importing this package imports neither torch nor transformers: only building a model does.
-"""
+
+May import: assets, config, core, errors."""
 
 from hpclaunch.plan.job import Plan, check_fit, plan_job
 from hpclaunch.plan.model import fetch_config

@@ -1,6 +1,8 @@
 """Where a rendered job script runs: Slurm, or this machine (local). Looked up by name in the table in
 hpclaunch/core/backends.py, which the profile validation uses too; a backend's module is imported only when it is
-used."""
+used.
+
+May import: launchers, config, state, core, errors."""
 
 from __future__ import annotations
 

@@ -74,6 +74,19 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class PartitionLoad:
+    """How busy a partition is now: its nodes (`nodes_idle`: no job on them; `down`: down, drained or reserved)
+    and its devices (`devices_free`: not in use on a node that takes jobs)."""
+
+    name: str
+    nodes: int
+    nodes_idle: int
+    devices: int
+    devices_free: int
+    down: int = 0
+
+
+@dataclass(frozen=True)
 class Check:
     """One row of `hpclaunch profiles check`: what was checked, what was found, and how to fix it."""
 
@@ -92,11 +105,6 @@ class Scheduler(ABC):
     def capabilities(self) -> frozenset[str]:
         """What this scheduler can do, as its entry in hpclaunch/core/backends.py declares (CAPABILITIES there)."""
         return SCHEDULERS[self.name].capabilities
-
-    @property
-    def excludes_suspects(self) -> bool:
-        """Its submissions leave out the nodes blamed for recent failures (capability "exclude_nodes")."""
-        return "exclude_nodes" in self.capabilities
 
     @property
     def template_dir(self) -> str:
@@ -188,6 +196,15 @@ class Scheduler(ABC):
         """What the job used, from the scheduler's accounting, as the keyword arguments of
         hpclaunch.report.usage.summarize (state, source, elapsed_s, limit_s, cpu_s, cpus, nodes, max_rss_bytes,
         req_mem_per_node_bytes); None when this scheduler keeps none."""
+        return None
+
+    def load(self, partitions: Sequence[str], gres: str | None) -> list[PartitionLoad] | None:
+        """How busy each partition is now (`hpclaunch avail`); None where this backend cannot tell."""
+        return None
+
+    def estimated_start(self, partition: str, nodes: int, gres: str | None, per_node: int,
+                        time_limit: str | None) -> str | None:
+        """When a job of this shape would start if submitted now (queuing nothing); None where it cannot tell."""
         return None
 
     def find_job(self, run_dir: Path) -> str | None:

@@ -237,6 +237,10 @@ class LocalScheduler(Scheduler):
         (state / "cancelled").touch()
         _stop_group(pgid)
 
+    def estimated_start(self, partition: str, nodes: int, gres: str | None, per_node: int,
+                        time_limit: str | None) -> str | None:
+        return "now"  # no queue: a local job starts when it is submitted
+
     def find_job(self, run_dir: Path) -> str | None:
         """The newest job started from `run_dir` (a resumed one's state is RUN_DIR/local/<job id>/)."""
         base = _state_dir(run_dir)

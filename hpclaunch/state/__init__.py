@@ -2,4 +2,4 @@
 registry, the suspect-node list, the start-up timeline, the recoveries inside an allocation, the stragglers
 named from the progress records, provenance.json, export-run archives.
 
-May import: hpclaunch.core, hpclaunch.errors. Written by the login side and by the job; read by both."""
+May import: core, errors. Written by the login side and by the job; read by both."""

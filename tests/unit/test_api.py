@@ -19,9 +19,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
 def test_the_documented_example_runs_end_to_end(hpc_home, capsys):
-    example = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    assert example is not None
-    exec(compile(example.group(1), str(DOC), "exec"), {})  # noqa: S102 - the doc's own example, as a user runs it
+    example, functions = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[:3:2]
+    scope: dict[str, object] = {}
+    exec(compile(example, str(DOC), "exec"), scope)  # noqa: S102 - the doc's own example, as a user runs it
     out = capsys.readouterr().out.splitlines()
     job_id, run_dir = out[0].split()
     assert job_id.startswith("local-") and Path(run_dir).is_dir()
@@ -34,6 +34,13 @@ def test_the_documented_example_runs_end_to_end(hpc_home, capsys):
     frame = job.metrics(as_frame=True)
     assert list(frame["step"]) == [r["step"] for r in job.metrics()] and frame["loss"].iloc[-1] == float(loss)
     assert job.metrics(kind="eval")[-1]["step"] == 10
+    exec(compile(functions, str(DOC), "exec"), scope)  # noqa: S102 - its "every command, as a function" example
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "COMPLETED reached [gpt2] done", said
+    avail = json.loads(said[1])
+    assert avail["estimates"] == [{"profile": "local", "partition": "local", "layout": "1n2g", "start": "now",
+                                   "cost_per_hour": None}], avail
+    assert scope["planned"].to_json()["params"] > 0  # type: ignore[attr-defined]
 
 
 def test_dry_run_cancel_and_errors(hpc_home):

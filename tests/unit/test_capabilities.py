@@ -53,7 +53,7 @@ def test_the_check_sees_each_form_of_comparison():
 def test_capabilities_answer_from_the_table():
     assert can("slurm", "ssh") and not can("slurm-rest", "ssh") and not can("local", "multi_node")
     assert get_scheduler("slurm-rest").capabilities == SCHEDULERS["slurm-rest"].capabilities
-    assert get_scheduler("slurm").excludes_suspects and not get_scheduler("local").excludes_suspects
+    assert "exclude_nodes" in get_scheduler("slurm").capabilities and not can("local", "exclude_nodes")
     with pytest.raises(ValueError, match="unknown capability 'gpus'"):
         can("slurm", "gpus")
     with pytest.raises(ValueError, match="unknown capabilities teleport"):
@@ -108,7 +108,7 @@ def test_a_new_backend_is_its_package_and_one_line_in_the_table(tmp_path, monkey
     pbs = get_scheduler("pbs")
     assert pbs.status(["1"])["1"].state == "PENDING" and pbs.template_dir == "schedulers/pbs"
     assert can("pbs", "arrays") and can("pbs", "multi_node") and not can("pbs", "srun")
-    assert pbs.capabilities == {"multi_node", "time_limit", "arrays"} and not pbs.excludes_suspects
+    assert pbs.capabilities == {"multi_node", "time_limit", "arrays"} and not can("pbs", "exclude_nodes")
     profile = validate(Profile, _profile(), file="pbs.yaml")
     assert profile.scheduler == "pbs" and profile.partitions["workq"].max_nodes == 16
     with pytest.raises(ConfigError, match="pyxis is a Slurm plugin"):  # the capability, not the name, refuses it

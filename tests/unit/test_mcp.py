@@ -13,8 +13,8 @@ import pytest
 from tests.mcpclient import doc_configs, documented_server, mcp_client
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = {"profiles_list", "profiles_show", "recipes_list", "recipes_show", "plan", "submit", "jobs", "status",
-         "logs", "diagnose", "report", "compare", "cancel"}
+TOOLS = {"profiles_list", "profiles_show", "recipes_list", "recipes_show", "avail", "plan", "submit", "jobs",
+         "status", "wait", "logs", "diagnose", "report", "compare", "cancel"}
 MIXTRAL = REPO / "tests" / "fixtures" / "configs" / "mixtral-8x7b" / "config.json"
 
 
@@ -49,6 +49,8 @@ def test_the_tools_are_listed_with_descriptions_and_schemas(hpc_home):
     submit = tools["submit"].input_schema
     assert submit["required"] == ["recipe"] and submit["properties"]["confirm"]["default"] is False
     assert tools["cancel"].input_schema["required"] == ["jobs"]
+    wait = tools["wait"].input_schema
+    assert wait["required"] == ["job"] and set(wait["properties"]) == {"job", "until", "timeout"}, wait
     assert tools["status"].annotations.read_only_hint and tools["cancel"].annotations.destructive_hint
 
 

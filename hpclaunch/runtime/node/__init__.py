@@ -5,4 +5,5 @@ blame after a failure, provenance at start, word when the job ends (notify), and
 content-hashed tree, file or SquashFS image on a node's local scratch once, atomically; envstage: the packed Python
 environment, relocated; elfpaths: compiled extensions' rpaths).
 
-May import: state, config, core, errors and the standard library. Never torch, MindSpore or runtime.train."""
+May import: logs (logs.diagnose, to blame a node), state, config, core, errors, and the standard
+library. Never torch, MindSpore or runtime.train."""

@@ -2,4 +2,4 @@
 data, model build, the torch/DeepSpeed engines, the training loop, metrics, checkpoints, trackers.
 Heavy imports (torch, transformers, deepspeed) happen inside functions, never at import.
 
-May import: runtime.node, state, config, core, errors."""
+May import: runtime.node, assets (finding a staged asset in the store), state, config, core, errors."""

@@ -15,7 +15,7 @@ from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.core.shell import ShellExpr, quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
-from hpclaunch.schedulers.base import Check, JobStatus, Scheduler
+from hpclaunch.schedulers.base import Check, JobStatus, PartitionLoad, Scheduler
 from hpclaunch.schedulers.slurm.options import (
     MEMORY,
     SIGNAL_HINT,
@@ -344,6 +344,17 @@ class SlurmScheduler(Scheduler):
 
     def cancel(self, job_id: str) -> None:
         self.host.run(["scancel", "--full", str(job_id)])
+
+    def load(self, partitions: Sequence[str], gres: str | None) -> list[PartitionLoad] | None:
+        from hpclaunch.schedulers.slurm import avail
+
+        return avail.load(self.host, partitions, gres)
+
+    def estimated_start(self, partition: str, nodes: int, gres: str | None, per_node: int,
+                        time_limit: str | None) -> str | None:
+        from hpclaunch.schedulers.slurm import avail
+
+        return avail.start_estimate(self.host, partition, nodes, gres, per_node, time_limit)
 
     def find_job(self, run_dir: Path) -> str | None:
         """From the job's output file (it started), else from squeue: the job whose batch script is this

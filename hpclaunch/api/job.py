@@ -1,20 +1,15 @@
-"""The Python API: ``hpclaunch.submit(...)`` returns a `Job`; ``hpclaunch.job(ID)`` finds a recorded one.
-
-The CLI's ``submit``, ``status`` and ``cancel`` call into this module (``submit_request``, `Job`), so a
-job submitted from Python and one submitted from a shell go through one code path. Every failure is an
-`HpclaunchError`. See docs/python-api.md.
-"""
+"""`Job`: a submitted job (or sweep, or a dry run's run directory) and what can be asked of it; ``job(ID)``
+finds a recorded one. See docs/python-api.md."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from hpclaunch.errors import ConfigError, HpclaunchError
+from hpclaunch.errors import HpclaunchError
 from hpclaunch.state.runfiles import RunFiles
 
 if TYPE_CHECKING:
@@ -22,7 +17,6 @@ if TYPE_CHECKING:
     from hpclaunch.jobs.cancel import Cancelled
     from hpclaunch.schedulers.base import JobStatus
     from hpclaunch.state.registry import JobRecord
-    from hpclaunch.submission.resolve import CliOverrides
     from hpclaunch.submission.sweep import SweepSubmission
 
 UNKNOWN_LIMIT = 10  # polls in a row that the scheduler does not know the job before `wait` gives up
@@ -45,6 +39,28 @@ class Job:
     spec: JobSpec | None = field(default=None, repr=False)
     warnings: tuple[str, ...] = ()
     sweep: SweepSubmission | None = field(default=None, repr=False)
+    notes: tuple[str, ...] = field(default=(), repr=False)  # what submit says besides the id (api/notes.py)
+
+    def element_script(self, index: int = 0) -> Path:
+        """The job script of a sweep's element (the sweep's own script hands over to it)."""
+        if self.sweep is None:
+            return self.script
+        return RunFiles(self.sweep.elements[index].run_dir).script
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `submit --json` prints: job_id (None for a dry run), run_dir, script, layout, profile, recipe; a
+        sweep's: its sweep_dir, keys, max_parallel and elements (job_id, index, values, run_dir)."""
+        if self.sweep is not None:
+            done, first = self.sweep, self.sweep.elements[0].spec
+            return {"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
+                    "layout": first.layout, "profile": first.profile.name, "recipe": first.recipe.name,
+                    "keys": list(done.keys), "max_parallel": done.max_parallel,
+                    "elements": [{"job_id": done.element_id(e.index) if done.job_id else None, "index": e.index,
+                                  "values": e.values, "run_dir": str(e.run_dir)} for e in done.elements]}
+        spec = self.spec
+        return {"job_id": self.job_id, "run_dir": str(self.run_dir), "script": str(self.script),
+                "layout": spec.layout if spec else None, "profile": spec.profile.name if spec else None,
+                "recipe": spec.recipe.name if spec else None}
 
     # --- the job's record and state
     def _record(self) -> JobRecord:
@@ -195,140 +211,3 @@ def job(job_id: str) -> Job:
     from hpclaunch.state import registry
 
     return _from_record(registry.get(job_id))
-
-
-def _set_text(value: object) -> str:
-    """A Python value as ``--set KEY=VALUE`` reads it (YAML): strings as they are, the rest as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def submit(recipe: str | Path, profile: str | Path | None = None, *, preset: str | None = None,
-           layout: str | None = None, overrides: Mapping[str, object] | None = None,
-           sweep: Mapping[str, Sequence[object]] | None = None, max_parallel: int | None = None,
-           dry_run: bool = False, nodes: int | None = None, gpus_per_node: int | None = None,
-           partition: str | None = None, time: str | None = None, name: str | None = None,
-           retries: int = 0, after: Sequence[str] = (), sbatch: Sequence[str] = (),
-           skip_fit_check: bool = False, launcher: str | None = None,
-           script_args: Sequence[str] | None = None, exclude: Sequence[str] = (),
-           spare_nodes: int | None = None, notify: str | None = None) -> Job:
-    """Resolve `recipe` on `profile` as `hpclaunch submit` does and submit it (or, with ``dry_run``, only
-    write its run directory). `overrides` are ``--set`` keys (``{"train.lr": 3e-4}``); `sweep` runs one job
-    array over every combination (``{"train.lr": [1e-4, 3e-4]}``), at most `max_parallel` at a time.
-    `after` (``["12345:ok"]``), `sbatch` (``["mem=64G", "exclusive"]``), `exclude` (``["node7"]``) and
-    `skip_fit_check` are the ``--after``, ``--sbatch``, ``--exclude`` and ``--skip-fit-check`` of the command
-    line, `spare_nodes` its ``--spare-nodes``. `recipe` may be a Python script (``"train.py"``), run under
-    `launcher` (torchrun, the default, or deepspeed) with `script_args` as its own arguments
-    (``submit train.py --launcher torchrun -- ARGS``)."""
-    import os
-
-    from hpclaunch.submission.resolve import CliOverrides
-
-    cli = CliOverrides(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
-                       time=time, name=name, sets=tuple(f"{k}={_set_text(v)}" for k, v in (overrides or {}).items()),
-                       retries=retries, inject=os.environ.get("HPCLAUNCH_INJECT") or None, sbatch=tuple(sbatch),
-                       launcher=launcher, script_args=None if script_args is None else tuple(script_args),
-                       exclude=tuple(exclude), spare_nodes=spare_nodes, notify=notify)
-    items = tuple(f"{k}={','.join(_set_text(v) for v in values)}" for k, values in (sweep or {}).items())
-    if sweep is not None and not items:
-        raise ConfigError("sweep={}: give at least one key and its values, e.g. sweep={'train.lr': [1e-4, 3e-4]}")
-    return submit_request(str(recipe), None if profile is None else str(profile), cli, items, max_parallel,
-                          dry_run=dry_run, after=tuple(after), skip_fit_check=skip_fit_check)
-
-
-def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: Sequence[str] = (),
-                   max_parallel: int | None = None, *, dry_run: bool = False, after: Sequence[str] = (),
-                   skip_fit_check: bool = False, remote: str | None = None) -> Job:
-    """`submit` with the command line's own words (``--set``/``--sweep``/``--after``/``--remote`` strings): what
-    `hpclaunch submit` calls."""
-    from hpclaunch.submission import overssh
-    from hpclaunch.submission import submit as submission
-
-    if remote is not None:
-        overssh.parse_target(remote)  # a bad --remote is refused before anything is resolved
-    if sweep or max_parallel is not None:
-        if remote is not None:
-            raise ConfigError("--remote with --sweep: a sweep is not submitted over SSH yet", key="--remote",
-                              hint="submit each value with --set, or run hpclaunch on the login node")
-        return _submit_sweep(recipe, profile, cli, sweep, max_parallel, dry_run=dry_run, after=after,
-                             skip_fit_check=skip_fit_check)
-    spec = overssh.with_remote(resolve_spec(recipe, profile, cli), remote)
-    where = overssh.target(spec)
-    if where is not None:
-        _check_after(spec, after)
-        done = (overssh.dry_run(spec, skip_fit_check=skip_fit_check) if dry_run
-                else overssh.submit(spec, where, after, skip_fit_check=skip_fit_check))
-    elif dry_run:
-        _check_after(spec, after)
-        done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
-    else:
-        done = submission.submit(spec, after, skip_fit_check=skip_fit_check)
-    return Job(done.job_id, done.run_dir, done.script_path, done.spec, done.warnings)
-
-
-def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:
-    """The JobSpec of a recipe on a profile, or of a resolved.yaml with the flags over it (submit, plan)."""
-    from hpclaunch.config.loader import is_jobspec_file
-
-    if is_jobspec_file(recipe):
-        from hpclaunch.submission.resolve import resolve_again
-
-        # validated exactly as a fresh resolve; --layout, --set, ... apply over what it recorded
-        return resolve_again(recipe, cli, profile)
-    from hpclaunch.submission.resolve import resolve
-
-    return resolve(recipe, _require_profile(profile, recipe, cli), cli)
-
-
-def _require_profile(profile: str | None, recipe: str, cli: CliOverrides) -> str:
-    """`profile`, else the user's default_profile (hpclaunch/config/userconfig.py). Without either, a `recipe`
-    that is not there is said first (no such file, script or recipe): no profile would help it."""
-    if profile:
-        return profile
-    from hpclaunch.config import userconfig
-
-    default = userconfig.default_profile()
-    if not default:
-        from hpclaunch.submission.resolve import recipe_source
-
-        recipe_source(recipe, cli)
-        raise ConfigError("--profile is required (the profile= argument in Python)",
-                          hint=f"see `hpclaunch profiles list`, or set `default_profile: NAME` in "
-                               f"{userconfig.config_file()}")
-    from hpclaunch.config.loader import find_profile
-    from hpclaunch.errors import NotFoundError
-
-    try:
-        find_profile(default)
-    except NotFoundError as exc:
-        raise ConfigError(f"no such profile: {default!r}", file=str(userconfig.config_file()), key="default_profile",
-                          hint=f"name one of `hpclaunch profiles list` or a profile file ({exc.message})") from None
-    return default
-
-
-def _check_after(spec: JobSpec, after: Sequence[str]) -> None:
-    """A dry run refuses an `after` its scheduler cannot take, as a submit would, before anything is written."""
-    if after:
-        from hpclaunch.schedulers import get_scheduler
-
-        get_scheduler(spec.profile.scheduler).dependency_options(after)
-
-
-def _submit_sweep(recipe: str, profile: str | None, cli: CliOverrides, items: Sequence[str],
-                  max_parallel: int | None, *, dry_run: bool, after: Sequence[str] = (),
-                  skip_fit_check: bool = False) -> Job:
-    from hpclaunch.config.loader import is_jobspec_file
-    from hpclaunch.submission import sweep
-
-    if not items:
-        raise ConfigError("--max-parallel goes with --sweep KEY=V1,V2,... (max_parallel= with sweep=)")
-    if is_jobspec_file(recipe):
-        raise ConfigError(f"--sweep resolves a recipe again for each value; {recipe} is already resolved",
-                          hint="give the recipe (e.g. recipes/gpt2) instead")
-    profile = _require_profile(profile, recipe, cli)
-    elements = sweep.resolve_elements(recipe, profile, cli, sweep.parse_axes(items, cli.sets))
-    if dry_run:
-        _check_after(elements[0][1], after)
-        done = sweep.dry_run(elements, max_parallel, skip_fit_check=skip_fit_check)
-    else:
-        done = sweep.submit(elements, max_parallel, after, skip_fit_check=skip_fit_check)
-    return Job(done.job_id, done.sweep_dir, done.script_path, done.elements[0].spec, done.warnings, done)

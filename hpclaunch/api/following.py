@@ -1,0 +1,61 @@
+"""Following a job as it runs: `follow` yields what it writes and how its state changes (hpclaunch/logs/follow.py;
+a job submitted over SSH is streamed from its login node), `progress` is its step, loss and ETA in one line, and
+`frame` is the live view's rows (hpclaunch/jobs/watch.py). The faces print them; nothing here prints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpclaunch.jobs.watch import COLUMNS, MIN_WIDTH
+from hpclaunch.logs.follow import End, Event, Restart, State
+from hpclaunch.logs.read import Line
+
+if TYPE_CHECKING:
+    from hpclaunch.jobs.watch import Row
+    from hpclaunch.state.registry import JobRecord
+
+__all__ = ["COLUMNS", "MIN_WIDTH", "End", "Event", "Line", "Restart", "State", "follow", "frame", "plain_lines",
+           "progress"]
+
+
+def follow(job: str, *, rank: int | None = None, grep: str | None = None, start_at_end: bool = False,
+           output_only: bool = False) -> Iterator[Event]:
+    """JOB's events until it ends: each new line (every rank's, or `rank`'s; `output_only`: the job script's own
+    output, as `submit --follow` shows it), each change of state, each restart, the end. `start_at_end`: only
+    lines written from now on."""
+    from hpclaunch.api.reading import pattern
+    from hpclaunch.state import registry
+
+    record = registry.get(job)
+    if record.remote:  # submitted over SSH: streamed from the login node (hpclaunch/logs/remote.py)
+        from hpclaunch.logs.remote import follow_record
+
+        return follow_record(record, rank=rank, pattern=pattern(grep), start_at_end=start_at_end)
+    from hpclaunch.logs.follow import follow_job
+
+    if output_only:
+        return follow_job(record.job_id, rank_logs=False, job_output=record.job_id)
+    return follow_job(record.job_id, rank=rank, pattern=pattern(grep), start_at_end=start_at_end)
+
+
+def progress(run_dir: Path) -> str:
+    """A running job's progress in one line: step / max, loss, tokens/s, ETA ("" before its first metrics)."""
+    from hpclaunch.jobs.watch import progress_text
+
+    return progress_text(run_dir)
+
+
+def frame(records: Sequence[JobRecord], jobs: Sequence[str]) -> list[Row]:
+    """The live view's rows now: the named jobs, or the running and recent ones of `records`."""
+    from hpclaunch.jobs.watch import frame as rows
+
+    return rows(list(records), jobs)
+
+
+def plain_lines(rows: Sequence[Row], stamp: str) -> list[str]:
+    """The live view's rows as plain text (not on a terminal)."""
+    from hpclaunch.jobs.watch import plain_lines as lines
+
+    return list(lines(list(rows), stamp))

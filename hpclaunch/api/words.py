@@ -1,0 +1,13 @@
+"""The words for people that several faces print about a job's records: a recovery, a straggler, a start-up
+timeline, node health, a W&B run. The readers of those records own the words (hpclaunch/state/, jobs/); the
+faces take them from here."""
+
+from __future__ import annotations
+
+from hpclaunch.jobs.sync import describe as wandb
+from hpclaunch.jobs.view import describe_health as health
+from hpclaunch.state.recoveries import line as recovery
+from hpclaunch.state.stragglers import describe as straggler
+from hpclaunch.state.timeline import describe as timeline
+
+__all__ = ["health", "recovery", "straggler", "timeline", "wandb"]
