@@ -95,8 +95,27 @@ def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: S
         done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
     else:
         done = submission.submit(spec, after, skip_fit_check=skip_fit_check)
-    notes = submit_notes(done.spec, after, dry_run, done.warnings)
+    notes = submit_notes(done.spec, after, dry_run, done.warnings) + _expected_start(done.job_id, done.spec)
     return Job(done.job_id, done.run_dir, done.script_path, done.spec, done.warnings, notes=tuple(notes))
+
+
+def _expected_start(job_id: str | None, spec: JobSpec) -> list[str]:
+    """When the scheduler expects a job just queued to start, where it says so (one status call); nothing for a
+    dry run, a job already running, or an estimate the scheduler has not made yet."""
+    from hpclaunch.core.backends import can
+
+    if job_id is None or not can(spec.profile.scheduler, "estimated_start") or spec.profile.remote is not None:
+        return []
+    from hpclaunch.errors import CommandError
+    from hpclaunch.schedulers import get_scheduler
+
+    try:
+        found = get_scheduler(spec.profile.scheduler).status([job_id]).get(job_id)
+    except CommandError:
+        return []
+    if found is None or not found.expected_start:
+        return []
+    return [f"hpclaunch: {found.state} ({found.reason}); the scheduler expects it to start at {found.expected_start}"]
 
 
 def resolve_spec(recipe: str, profile: str | None, cli: CliOverrides) -> JobSpec:

@@ -111,6 +111,9 @@ def _print_job(v: JobView) -> None:
     if s.reason and s.state != "COMPLETED":
         text = s.reason_text
         click.echo(f"  reason: {s.reason}: {text}" if text != s.reason else f"  reason: {s.reason}")
+    if s.expected_start:
+        click.echo(f"  expected to start: {s.expected_start} (the scheduler's estimate: it moves as jobs end early "
+                   "or others are queued ahead)")
     if v.stop_reason:
         click.echo(f"  stopped by hpclaunch: {v.stop_reason}")
     if r.resumes:
@@ -197,7 +200,7 @@ JOBS_TERMINAL = ["job", "name", "state", "recipe", "elapsed", "last loss", "subm
 def _job_rows(v: JobView) -> list[tuple[str, ...]]:
     """The job's row; a sweep's, then one per element (its values instead of the recipe)."""
     s, r = v.status, v.record
-    state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+    state = s.state + (f" ({s.pending_text()})" if s.pending_text() else "")
     if r.resumes:
         state += f" (resumes {r.resumes.get('job')})"
     if v.retries:

@@ -205,9 +205,10 @@ def _value(t: Any, value: Any, loc: tuple[Any, ...], out: list[_Problem]) -> Any
     """`value` checked (and converted) as type `t`; _BAD after appending its problems to `out`."""
     kind = type(t)
     if kind is mi.StrType:
-        if type(value) is str:
+        if type(value) is str and "\x00" not in value:
             return value
-        out.append((loc, "Input should be a valid string", value))
+        out.append((loc, "a NUL byte (\\x00) cannot be part of a name, a path or a command line: remove it"
+                    if type(value) is str else "Input should be a valid string", value))
         return _BAD
     if kind is mi.IntType:
         return _int(t, value, loc, out)

@@ -22,6 +22,8 @@ CAPABILITIES: dict[str, str] = {
     "arrays": "it runs a sweep as one job array (Scheduler.submit_array)",
     "ssh": "its commands can run on a login node over SSH (a profile's remote:, docs/remote.md)",
     "exclude_nodes": "its submissions leave out the nodes blamed for recent failures (state/suspects.py)",
+    "estimated_start": "it estimates when a pending job will start (a queued job's status, `hpclaunch avail "
+                       "--layout`, what submit says)",
     "site_scratch": "its jobs run on a cluster, whose data belongs on the site's scratch rather than under $HOME: "
                     "the run root and asset store default there, and one under $HOME is warned about",
 }
@@ -47,7 +49,8 @@ LAUNCHERS: dict[str, str] = {
     "msrun": "hpclaunch.launchers.msrun:MsrunLauncher",
 }
 
-_SLURM = frozenset({"multi_node", "time_limit", "srun", "accounting", "arrays", "ssh", "exclude_nodes", "site_scratch"})
+_SLURM = frozenset({"multi_node", "time_limit", "srun", "accounting", "arrays", "ssh", "exclude_nodes", "site_scratch",
+                    "estimated_start"})
 
 SCHEDULERS: dict[str, Backend] = {
     "slurm": Backend("hpclaunch.schedulers.slurm.scheduler:SlurmScheduler", _SLURM),

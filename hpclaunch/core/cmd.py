@@ -1,5 +1,6 @@
-"""The command-runner seam: every external command (sbatch, squeue, sacct, scontrol, scancel, ...)
-goes through `run`, so a missing command or a failure is reported with the command and its stderr."""
+"""The command-runner seam: every external command (a scheduler's, ssh, tar, ...) goes through `run`, so a missing
+command or a failure is reported with the command and its stderr; a backend says how to get its commands
+(`missing_hint`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from collections.abc import Mapping, Sequence
 
 from hpclaunch.errors import CommandError
 
-_INSTALL_HINTS = {
-    "sbatch": "is this a Slurm login node? Load the Slurm module or use a profile with `scheduler: local`",
-    "squeue": "is this a Slurm login node?",
-    "sacct": "is this a Slurm login node?",
-    "scontrol": "is this a Slurm login node?",
-    "scancel": "is this a Slurm login node?",
-}
+_INSTALL_HINTS: dict[str, str] = {}  # program -> what to do when it is missing (each backend says its own)
+
+
+def missing_hint(hints: Mapping[str, str]) -> None:
+    """What to do when one of these programs is missing (a backend's commands), for `require`'s error."""
+    _INSTALL_HINTS.update(hints)
 
 
 def which(program: str) -> str | None:

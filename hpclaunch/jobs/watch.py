@@ -139,7 +139,7 @@ def row(v: JobView) -> Row:
     r, s, run_dir = v.record, v.status, v.run_dir
     train = _train_records(run_dir)
     total = max_steps(run_dir)
-    state = s.state + (f" ({s.reason})" if s.state == "PENDING" and s.reason else "")
+    state = s.state + (f" ({s.pending_text()})" if s.pending_text() else "")
     out = Row(job=r.job_id, state=state, elapsed=s.elapsed or "", limit=s.time_limit or "", max_steps=total,
               finished=s.finished)
     if train:

@@ -67,10 +67,25 @@ class JobStatus:
     source: str = ""  # which command answered: squeue, scontrol, sacct; a backend that answers itself: its name (local)
     ended: str | None = None  # when it ended (local time, 2026-11-23T06:44:07), where the scheduler says
     reason_text: str | None = None  # the reason in words, with what to do (the scheduler's own knowledge)
+    expected_start: str | None = None  # a pending job's start as the scheduler estimates it (2026-11-29T03:10:00)
 
     @property
     def finished(self) -> bool:
         return self.state in TERMINAL
+
+    def pending_text(self, today: str | None = None) -> str:
+        """How a table shows a pending job: its reason and, when the scheduler estimates one, its start
+        ("Resources, ~03:10"; "~11-30 03:10" another day); "" for a job that is not pending. `today`: the date
+        (2026-11-29) the times are relative to; default today here."""
+        if self.state != "PENDING":
+            return ""
+        start = self.expected_start or ""
+        if start:
+            import time
+
+            day, _, hour = start.partition("T")
+            start = "~" + (hour[:5] if day == (today or time.strftime("%Y-%m-%d")) else f"{day[5:]} {hour[:5]}")
+        return ", ".join(p for p in (self.reason, start) if p)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from hpclaunch.state.runfiles import RunFiles
 # differ between any two runs and say nothing about what they ran with
 _PER_RUN = {"submitted_at", "job.job_id", "job.restart", "job.started_at", "recipe.source"}
 _PER_RUN_ENV = {"HPCLAUNCH_JOB_ID", "HPCLAUNCH_RUN_DIR", "HPCLAUNCH_CONFIG", "HPCLAUNCH_LOG_DIR", "HPCLAUNCH_RESTART",
-                "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_ARRAY_JOB_ID",
-                "SLURM_ARRAY_TASK_ID", "SLURM_SUBMIT_DIR", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME",
-                "SLURM_RESTART_COUNT", "SLURM_JOB_NAME"}
+                "MASTER_PORT"}
+# a scheduler's variables of one job (whichever scheduler: PREFIX_JOB_ID, PREFIX_JOBID, PREFIX_ARRAY_TASK_ID, ...)
+_PER_JOB_VAR = re.compile(r"^[A-Z]+_(?:JOB_?ID|TASK_PID|ARRAY_[A-Z_]+|SUBMIT_DIR|JOB_(?:START|END)_TIME|RESTART_COUNT|"
+                          r"JOB_NAME)$")
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -87,7 +89,7 @@ def _flat(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 def _per_run(key: str) -> bool:
     if key in _PER_RUN or key.endswith(".path"):
         return True
-    return key.startswith("env.") and key[4:] in _PER_RUN_ENV
+    return key.startswith("env.") and (key[4:] in _PER_RUN_ENV or bool(_PER_JOB_VAR.match(key[4:])))
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -75,7 +75,8 @@ def test_jobs_that_cannot_start_show_why_in_words(home: Path) -> None:
     failed = sbatch("--wrap", "exit 3", "--output=/dev/null")
     held = sbatch("--hold", "--wrap", "true", "--output=/dev/null")
     too_big = sbatch("--nodes=5", "--wrap", "true", "--output=/dev/null")  # the partition has 4 nodes
-    ids = [failed, held, too_big]
+    later = sbatch("--begin=now+1hour", "--wrap", "true", "--output=/dev/null")  # Slurm knows when it starts
+    ids = [failed, held, too_big, later]
     try:
         wait_state(failed, {"FAILED"})
         never = sbatch(f"--dependency=afterok:{failed}", "--wrap", "true", "--output=/dev/null")
@@ -97,6 +98,13 @@ def test_jobs_that_cannot_start_show_why_in_words(home: Path) -> None:
             assert text in s["reason_text"]
         out = CliRunner().invoke(cli, ["status", held]).output
         assert f"reason: JobHeldUser: held by its owner (`scontrol release {held}`)" in out
+        starts = status_json(later)  # squeue's estimate of the start, next to the pending reason
+        assert starts["reason"] == "BeginTime" and starts["expected_start"], starts
+        assert f"expected to start: {starts['expected_start']}" in CliRunner().invoke(cli, ["status", later]).output
+        hhmm = starts["expected_start"][11:16]
+        row = next(r for r in CliRunner().invoke(cli, ["jobs"]).output.splitlines() if r.startswith(later))
+        assert f"PENDING (BeginTime, ~{hhmm})" in row or f"~{starts['expected_start'][5:10]} {hhmm})" in row, row
+        assert status_json(held)["expected_start"] is None  # a held job has no estimate
         assert f"job {failed}  FAILED (exit 3:0)" in CliRunner().invoke(cli, ["status", failed]).output
     finally:
         subprocess.run(["scancel", *ids], check=False)

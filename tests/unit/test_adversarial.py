@@ -480,3 +480,25 @@ def test_cli_imports_stay_light_after_the_fixes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("where, value", [
+    (("python", "conda_env"), "base\x00evil"),
+    (("modules", "load"), ["gcc/12", "cuda\x00/12"]),
+    (("env",), {"NCCL_DEBUG": "INFO\x00"}),
+    (("run_root",), "/scratch/\x00runs"),
+])
+def test_a_nul_byte_in_a_profile_is_refused_where_it_is_read(hpclaunch, hpc_home, tmp_path, where, value):
+    """A NUL byte can reach neither a path nor a command line (subprocess raises "embedded null byte"): the profile
+    is refused when it is read, naming the file and the key, for `profiles check` and `submit` alike."""
+    profile = yaml.safe_load((REPO / "cluster_profiles" / "local.yaml").read_text())
+    section = profile
+    for key in where[:-1]:
+        section = section.setdefault(key, {})
+    section[where[-1]] = value
+    path = tmp_path / "nul.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    key = ".".join(where)
+    for args in (("profiles", "check", str(path)), ("submit", str(ALLREDUCE), "--profile", str(path))):
+        _error(hpclaunch(*args), str(path), key, "NUL byte")
+    _nothing_left(hpc_home)

@@ -61,3 +61,13 @@ def test_status_and_jobs_show_last_metrics(tmp_path: Path, monkeypatch: pytest.M
     res = CliRunner().invoke(cli, ["jobs"], catch_exceptions=False)
     assert "local-9\tgpt2:tiny\tlocal\t1n2g" in res.output and "\t3.25\t" in res.output
     assert json.loads(CliRunner().invoke(cli, ["jobs", "--json"]).output)[0]["recipe"] == "gpt2"
+
+
+def test_a_pending_job_shows_its_reason_and_the_start_the_scheduler_expects():
+    from hpclaunch.schedulers.base import JobStatus
+
+    soon = JobStatus("7", "PENDING", "Resources", expected_start="2026-11-29T03:10:00")
+    assert soon.pending_text(today="2026-11-29") == "Resources, ~03:10"
+    assert soon.pending_text(today="2026-11-28") == "Resources, ~11-29 03:10"  # another day: its date too
+    assert JobStatus("8", "PENDING", "Priority").pending_text() == "Priority"  # no estimate yet
+    assert JobStatus("9", "RUNNING", expected_start="2026-11-29T03:10:00").pending_text() == ""

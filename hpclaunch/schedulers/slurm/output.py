@@ -27,8 +27,9 @@ from hpclaunch.schedulers.base import JobStatus, clock
 from hpclaunch.schedulers.slurm import reasons
 
 # squeue fields: %i id as shown (7_2, 16+1), %A the job's own id, %F array job id, %K array task id,
-# %T state, %r reason, %N nodes, %M elapsed, %l time limit.
-SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%N|%M|%l"
+# %T state, %r reason, %N nodes, %M elapsed, %l time limit, %S start time (a pending job's: the scheduler's
+# estimate, N/A when it has none).
+SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%N|%M|%l|%S"
 SQUEUE_FIELDS = (
     "JobID",
     "JobIDRaw",
@@ -39,6 +40,7 @@ SQUEUE_FIELDS = (
     "NodeList",
     "Elapsed",
     "Timelimit",
+    "Start",
 )
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,NodeList,Elapsed,Timelimit,Reason,End"
 
@@ -144,6 +146,7 @@ class SlurmJob:
     het_job_offset: str | None = None
     submitted: int = 0  # submit time (JSON only): picks the newest of a requeued job's records
     end: str | None = None  # end time as Slurm prints it (2026-11-23T06:44:07), once it ended
+    start: str | None = None  # a pending job's expected start (squeue's %S: the backfill scheduler's estimate)
 
     def status(self, job_id: str | None = None, source: str = "") -> JobStatus:
         return JobStatus(
@@ -157,6 +160,7 @@ class SlurmJob:
             source=source,
             ended=self.end if self.state in _ENDED else None,
             reason_text=reasons.in_words(self.reason, job_id or self.job_id),
+            expected_start=self.start if self.state == "PENDING" else None,
         )
 
 
@@ -354,6 +358,7 @@ def _row_job(row: Mapping[str, str], shown: str, raw: str,
         het_job,
         het_offset,
         end=_when(row.get("End")),
+        start=_when(row.get("Start")),
     )
 
 
@@ -364,7 +369,11 @@ def _when(value: str | None) -> str | None:
 
 
 def parse_squeue_text(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[SlurmJob]:
-    """`squeue --noheader --array --format=SQUEUE_FORMAT` (fields named as in SQUEUE_FIELDS)."""
+    """`squeue --noheader --array --format=SQUEUE_FORMAT` (fields named as in SQUEUE_FIELDS; a text without the
+    last field, %S, as hpclaunch asked before it wanted the start estimate, is read as well)."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if fields is SQUEUE_FIELDS and first.count("|") == len(fields) - 2:
+        fields = fields[:-1]
     jobs = []
     for row in _rows(text, fields):
         shown = row["JobID"].strip()
@@ -494,9 +503,15 @@ def parse_squeue_json(data: str | Mapping[str, Any], now: float | None = None) -
                 het_job,
                 het_offset,
                 int(_num(j.get("submit_time")) or 0),
+                start=_local_time(start) if state == "PENDING" and start else None,
             )
         )
     return jobs
+
+
+def _local_time(epoch: float) -> str:
+    """An epoch as squeue prints a time (local time, 2026-11-29T03:10:00)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
 
 
 def parse_sacct_json(data: str | Mapping[str, Any]) -> list[SlurmJob]:
@@ -556,6 +571,7 @@ def _summary(job_id: str, group: list[SlurmJob], source: str) -> JobStatus:
         source=source,
         ended=max((j.end for j in group if j.end), default=None) if lead.state in _ENDED else None,
         reason_text=reasons.in_words(lead.reason, job_id),
+        expected_start=lead.start if lead.state == "PENDING" else None,
     )
 
 
