@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from hpclaunch.config.rules import minutes_as_text, one_of
+from hpclaunch.config.rules import FieldError, minutes_as_text, one_of
 from hpclaunch.errors import ConfigError
 
 
@@ -323,8 +323,8 @@ def _struct(cls: type[msgspec.Struct], value: Any, loc: tuple[Any, ...], out: li
         return _BAD
     try:
         return cls(**values)
-    except ValueError as exc:  # a check across fields (__post_init__)
-        out.append((loc, str(exc), _NONE))
+    except ValueError as exc:  # a check across fields (__post_init__), maybe blaming one of them
+        out.append(((*loc, *exc.key.split(".")) if isinstance(exc, FieldError) else loc, str(exc), _NONE))
         return _BAD
 
 

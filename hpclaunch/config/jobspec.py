@@ -197,10 +197,15 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
         every layer's parameters around its use: stage 0 there."""
         if self.recipe.launcher != "deepspeed":
             return 0
-        ds = self.recipe.deepspeed or DeepSpeedSpec()  # the launcher's defaults
+        ds = self.deepspeed
         if self.world_size == 1 and not (ds.offload_optimizer or ds.offload_param):
             return 0
         return ds.zero_stage
+
+    @property
+    def deepspeed(self) -> DeepSpeedSpec:
+        """The recipe's DeepSpeed settings; a recipe without a deepspeed: section gets the launcher's defaults."""
+        return self.recipe.deepspeed or DeepSpeedSpec()
 
     @property
     def partition_spec(self) -> Partition:

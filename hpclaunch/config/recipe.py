@@ -266,6 +266,11 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
     description: Annotated[str, Meta(description="one line for `hpclaunch recipes list`")] = ""
     script: Annotated[str, Meta(description="the training script, relative to the recipe folder")]
     launcher: Annotated[Launcher, Meta(description="what starts the ranks on each node: torchrun, deepspeed or msrun")]
+    launchers: Annotated[
+        tuple[Launcher, ...],
+        Meta(description="the launchers the script runs under (e.g. [deepspeed, torchrun]): a launcher outside "
+                         "them is refused before queueing (empty: not declared)"),
+    ] = ()
     task: Annotated[
         Literal["causal-lm", "masked-lm", "test"],
         Meta(description="causal-lm, masked-lm, or test (the script does it all)"),

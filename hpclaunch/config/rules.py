@@ -40,6 +40,15 @@ DEVICES_PER_NODE: dict[str, tuple[int, ...]] = {"npu": (1, 2, 4, 8)}
 MAX_DEVICES_PER_NODE = 64
 
 
+class FieldError(ValueError):
+    """A check across fields that blames one of them: the validation reports it at that field (`key`, dotted), so
+    the place its value came from (a preset, a --set flag) is named rather than the model's top level."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 # --- value checks (raise ValueError with the message the user sees) --------------------------------
 
 
@@ -205,6 +214,10 @@ def dataset_source(d: Any) -> None:
 
 
 def launcher_sections(r: Any) -> None:
+    if r.launchers and r.launcher not in r.launchers:
+        raise FieldError("launcher", f"recipe {r.name}'s script runs under {' or '.join(r.launchers)} (launchers in "
+                         f"its recipe.yaml), not {r.launcher}: choose one of those, or a recipe written for "
+                         f"{r.launcher} (`hpclaunch recipes list`)")
     if r.launch.agent == "none" and r.launcher != "torchrun":
         raise ValueError(f"launch.agent: none needs launcher: torchrun (launcher is {r.launcher}); "
                          "set launch.agent=torchrun")

@@ -26,6 +26,8 @@ CAPABILITIES: dict[str, str] = {
                        "--layout`, what submit says)",
     "site_scratch": "its jobs run on a cluster, whose data belongs on the site's scratch rather than under $HOME: "
                     "the run root and asset store default there, and one under $HOME is warned about",
+    "same_environment": "its jobs run on this machine with the submitting process's environment (PATH and all): a "
+                        "program found here is found by the job (the launcher's programs are checked before queueing)",
 }
 
 
@@ -54,7 +56,7 @@ _SLURM = frozenset({"multi_node", "time_limit", "srun", "accounting", "arrays", 
 
 SCHEDULERS: dict[str, Backend] = {
     "slurm": Backend("hpclaunch.schedulers.slurm.scheduler:SlurmScheduler", _SLURM),
-    "local": Backend("hpclaunch.schedulers.local:LocalScheduler", frozenset({"arrays"})),
+    "local": Backend("hpclaunch.schedulers.local:LocalScheduler", frozenset({"arrays", "same_environment"})),
     "slurm-rest": Backend("hpclaunch.schedulers.slurm_rest.scheduler:SlurmRestScheduler", _SLURM - {"ssh"}),
 }
 

@@ -74,6 +74,8 @@ class Launcher(ABC):
     template = "launchers/nodes.sh.j2"
     #: run-directory files rendered from templates: file name -> template (same context as the job script)
     templates: dict[str, str] = {}
+    #: programs the node command runs from the job's PATH -> what installs them (preflight checks them where it can)
+    programs: dict[str, str] = {}
 
     @abstractmethod
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:

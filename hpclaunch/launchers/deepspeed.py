@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.precision import precision_for
-from hpclaunch.config.recipe import DeepSpeedSpec
 from hpclaunch.launchers.base import Launcher, Word
 from hpclaunch.launchers.torchrun import torchrun_words
 from hpclaunch.state.runfiles import DS_CONFIG, RunFiles
@@ -27,7 +26,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def ds_config(spec: JobSpec) -> dict[str, Any]:
-    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # a recipe without a deepspeed: section gets the defaults
+    ds = spec.deepspeed
     train = spec.recipe.train
     precision = precision_for(spec)
     stage = spec.zero_stage  # 0 on a single rank (JobSpec.zero_stage)

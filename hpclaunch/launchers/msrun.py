@@ -29,6 +29,7 @@ _WORKER_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "node" / "
 class MsrunLauncher(Launcher):
     name = "msrun"
     templates = {runfiles.MSRUN_NODE_SCRIPT: "launchers/msrun-node.sh.j2"}
+    programs = {"msrun": "MindSpore (docs/mindspore.md)"}
 
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
         ms = spec.recipe.msrun

@@ -226,6 +226,7 @@ RULES: tuple[Rule, ...] = (
             r"^\S+: \d+: \S+: not found",
             r"[Ee]xit(?:ed with exit)? code:? 127\b",
             r"exitcode\s*:\s*127\b",
+            r"exited with code 127\b",  # the job script's "launch exited with code 127": the shell's not-found code
         ),
         "the job could not find a program (the launcher, python, a module command) or its environment on the "
         "compute node: check the profile's python env / modules (the activate path, `module load`), and that "

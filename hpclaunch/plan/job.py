@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 def setup_of(spec: JobSpec, facts: ModelFacts) -> Setup:
     from hpclaunch.config.precision import precision_for
-    from hpclaunch.config.recipe import DeepSpeedSpec
 
-    ds = spec.recipe.deepspeed or DeepSpeedSpec()  # the launcher's defaults
+    ds = spec.deepspeed
     deepspeed = spec.recipe.launcher == "deepspeed"
     t = spec.recipe.train
     par = spec.recipe.parallel

@@ -59,6 +59,54 @@ def _python_env_visible(spec: JobSpec) -> None:
                                              f"where the path exists, set {SKIP_ENV_CHECK}=1 to skip this check")
 
 
+def _job_path(spec: JobSpec) -> str | None:
+    """The PATH the job's launch searches, where this machine can tell: a venv whose folder is visible here, then,
+    where the scheduler runs the job here with this environment (capability "same_environment"), this PATH. None
+    where modules, a conda environment, a PATH setting or a container make the job's PATH, which this machine
+    cannot see."""
+    from pathlib import Path
+
+    from hpclaunch.core.backends import can
+
+    py, profile = spec.python_env, spec.profile
+    if py.conda_env or profile.modules.load or profile.container.runtime != "none" \
+            or "PATH" in {**profile.env, **spec.recipe.env}:
+        return None
+    dirs = []
+    if py.venv:
+        if not (Path(py.venv).is_absolute() and Path(py.venv).is_dir()):
+            return None
+        dirs.append(str(Path(py.venv) / "bin"))
+    if can(profile.scheduler, "same_environment"):
+        dirs.append(os.environ.get("PATH", ""))
+    return os.pathsep.join(dirs) if dirs else None
+
+
+def _launcher_programs(spec: JobSpec) -> None:
+    """The programs the launcher runs from the job's environment (msrun) are in it, where this machine can tell
+    (`_job_path`): otherwise the job would stop with `command not found` (exit 127) after its time in the queue."""
+    import shutil
+
+    from hpclaunch.errors import ConfigError
+    from hpclaunch.launchers import get_launcher
+
+    programs = get_launcher(spec.recipe.launcher).programs
+    path = _job_path(spec) if programs and os.environ.get(SKIP_ENV_CHECK) != "1" else None
+    if path is None:
+        return
+    for program, source in programs.items():
+        if shutil.which(program, path=path) is None:
+            py = spec.python_env
+            where = f"python_envs.{spec.recipe.python_env}" if spec.recipe.python_env else "python"
+            searched = f"{py.venv}/bin" if py.venv else "the PATH the job inherits from here"
+            raise ConfigError(
+                f"launcher {spec.recipe.launcher} runs {program}, which the job's environment does not have (not "
+                f"in {searched}): the job would stop with `{program}: command not found`",
+                key=f"profile {spec.profile.name} {where}",
+                hint=f"install {source} into that environment, or set the profile's {where} to one that has it; "
+                     f"if the profile targets another machine, set {SKIP_ENV_CHECK}=1 to skip this check")
+
+
 def _container_image(spec: JobSpec) -> None:
     """The profile's container image file exists, where this machine can tell: an absolute (or ~/) path whose
     folder exists here (a shared filesystem seen from the login node). A registry image (pyxis's
@@ -152,14 +200,15 @@ def fits_devices(spec: JobSpec) -> None:
     check_fit(spec)
 
 
-CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _container_image, _assets_staged,
-                       fits_devices, _checkpoints_fit]
+CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _launcher_programs, _container_image,
+                       _assets_staged, fits_devices, _checkpoints_fit]
 # what `submit --skip-fit-check` skips: the memory plan's checks (device memory, room for the checkpoints)
 PLAN_CHECKS = (fits_devices, _checkpoints_fit)
 # the store's check, which a submission over SSH makes on the login node instead (submission/overssh.py)
 ASSET_CHECKS = (_assets_staged,)
 # a dry run warns; a real submit refuses
-SOFT: set[Check] = {_python_env_visible, _container_image, _assets_staged, fits_devices, _checkpoints_fit}
+SOFT: set[Check] = {_python_env_visible, _launcher_programs, _container_image, _assets_staged, fits_devices,
+                    _checkpoints_fit}
 
 
 def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:

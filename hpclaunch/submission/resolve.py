@@ -17,8 +17,9 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from hpclaunch.config.memsize import format_size, parse_size
 from hpclaunch.config.parallel import data_parallel_degree
 from hpclaunch.config.rules import DEVICES_PER_NODE
 from hpclaunch.config.walltime import format_time, parse_time
-from hpclaunch.core.backends import can
+from hpclaunch.core.backends import LAUNCHER_NAMES, can
 from hpclaunch.errors import ConfigError, HpclaunchError, LimitError, NoPlan, NotFoundError
 from hpclaunch.submission import autobatch, mindspore
 
@@ -111,15 +112,24 @@ def _has(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
+# Keys that say what the recipe's script does: facts of the recipe file, not settings (setting one would switch off
+# the refusal of what the script does not do): what each says, and what to do instead
+_SCRIPT_FACTS = {
+    ("parallel", "implemented"): ("implements", "a script that implements more parallelism lists it in its own "
+                                                "recipe.yaml (parallel.implemented), or in a preset there"),
+    ("launchers",): ("runs under", "a script that runs under more launchers lists them in its own recipe.yaml "
+                                   "(launchers); --set launcher=NAME picks one of them"),
+}
+
+
 def _not_settable(item: str, path: list[str], value: Any) -> None:
-    """parallel.implemented says what the recipe's script does: a fact of the recipe file, not a setting (setting
-    it would switch off the refusal of a parallelism the script does not implement)."""
-    if path[:2] == ["parallel", "implemented"] or (
-            path == ["parallel"] and isinstance(value, Mapping) and "implemented" in value):
-        raise ConfigError(f"--set {item}: parallel.implemented says what the recipe's script implements and cannot "
-                          "be set on the command line", key="parallel.implemented",
-                          hint="leave it out; a script that implements more parallelism lists it in its own "
-                               "recipe.yaml (parallel.implemented), or in a preset there")
+    for fact, (says, instead) in _SCRIPT_FACTS.items():
+        given = tuple(path)
+        if given[:len(fact)] == fact or (given == fact[:len(given)] and isinstance(value, Mapping)
+                                          and _has(value, fact[len(given):])):
+            key = ".".join(fact)
+            raise ConfigError(f"--set {item}: {key} says what the recipe's script {says} and cannot be set on the "
+                              "command line", key=key, hint=f"leave it out; {instead}")
 
 
 def merge_recipe(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> tuple[Recipe, str | None]:
@@ -479,17 +489,26 @@ def _check_script(cli: CliOverrides, recipe: Recipe, folder: Path) -> None:
 _NO_ACCELERATOR = {
     ("deepspeed", "musa"): "DeepSpeed has no MUSA accelerator (its accelerator list: cuda, cpu, npu, xpu, hpu, mps, "
                            "mlu), so its engine cannot start on Moore Threads devices",
+    ("msrun", "musa"): "MindSpore has no MUSA backend (its device targets: Ascend, GPU, CPU), so its workers would "
+                       "train on the host's CPU",
 }
 
 
-def _torchrun_presets(src: RecipeSource) -> list[str]:
-    presets = src.data.get("presets")
+def _presets_under(data: Mapping[str, Any], launchers: Sequence[str]) -> list[str]:
+    """The presets of a recipe file's `data` that switch it to one of `launchers`."""
+    presets = data.get("presets")
     return [str(name) for name, over in presets.items()
-            if isinstance(over, dict) and over.get("launcher") == "torchrun"] if isinstance(presets, dict) else []
+            if isinstance(over, dict) and over.get("launcher") in launchers] if isinstance(presets, dict) else []
 
 
-def _torchrun_recipes() -> list[str]:
-    """The recipes on the search path that run under torchrun, themselves or with a preset (best effort)."""
+def _declared(data: Mapping[str, Any]) -> list[str]:
+    found = data.get("launchers")
+    return [str(name) for name in found] if isinstance(found, list) else []
+
+
+def _recipes_under(launchers: Sequence[str]) -> list[str]:
+    """The recipes on the search path that run under one of `launchers`: themselves, with a preset, or with --set
+    launcher=NAME (best effort)."""
     from hpclaunch.config.loader import recipe_dirs
     from hpclaunch.config.yamlfile import read_yaml
 
@@ -499,12 +518,22 @@ def _torchrun_recipes() -> list[str]:
             data = read_yaml(folder / "recipe.yaml")
         except (HpclaunchError, OSError):  # `hpclaunch recipes list` reports an unreadable recipe
             continue
-        presets = _torchrun_presets(RecipeSource(dir=folder, file=folder / "recipe.yaml", data=data))
-        if data.get("launcher") == "torchrun":
+        presets = _presets_under(data, launchers)
+        also = [launcher for launcher in _declared(data) if launcher in launchers]
+        if data.get("launcher") in launchers:
             found.append(name)
         elif presets:
             found.append(f"{name} (--preset {' / '.join(presets)})")
+        elif also:
+            found.append(f"{name} ({_switch(also[0], data.get)})")
     return found
+
+
+def _switch(launcher: str, has: Callable[[str], object]) -> str:
+    """The --set flags that run a recipe under `launcher`: the launcher, and the other launchers' sections the
+    recipe `has` dropped."""
+    drop = [section for section in ("deepspeed", "msrun") if section != launcher and has(section)]
+    return " ".join([f"--set launcher={launcher}", *(f"--set {section}=null" for section in drop)])
 
 
 def _check_launcher(cli: CliOverrides, recipe: Recipe, profile: Profile, src: RecipeSource) -> None:
@@ -520,18 +549,24 @@ def _check_launcher(cli: CliOverrides, recipe: Recipe, profile: Profile, src: Re
     if recipe.adhoc:
         raise ConfigError(message, key="launcher", hint="submit it with --launcher torchrun (DDP, or your own "
                                                         "parallelism in the script)")
-    presets = _torchrun_presets(src)
-    if src.data.get("launcher") == "torchrun":
-        hint = f"recipe {recipe.name}'s own launcher is torchrun: leave out the setting that changes it"
+    runs = [name for name in LAUNCHER_NAMES if (name, profile.accelerator) not in _NO_ACCELERATOR]
+    has = partial(getattr, recipe)
+    presets = _presets_under(src.data, runs)
+    also = [name for name in recipe.launchers if name in runs]
+    if src.data.get("launcher") in runs:
+        hint = f"recipe {recipe.name}'s own launcher is {src.data['launcher']}: leave out the setting that changes it"
     elif presets:
-        hint = (f"run it under torchrun, as its preset{'s' if len(presets) > 1 else ''} {', '.join(presets)} "
-                f"do{'' if len(presets) > 1 else 'es'}: `--preset {presets[-1]}`, or `--set launcher=torchrun "
-                "--set deepspeed=null` with the preset you chose")
+        to = src.data["presets"][presets[-1]]["launcher"]
+        hint = (f"run it under {to}, as its preset{'s' if len(presets) > 1 else ''} {', '.join(presets)} "
+                f"do{'' if len(presets) > 1 else 'es'}: `--preset {presets[-1]}`, or `{_switch(to, has)}` "
+                "with the preset you chose")
+    elif also:
+        hint = f"its script runs under {also[0]} too: `{_switch(also[0], has)}`"
     else:
-        others = [r for r in _torchrun_recipes() if r != recipe.name]
-        hint = (f"recipe {recipe.name} has no torchrun preset (its script runs under DeepSpeed only), so it cannot "
-                f"run on {profile.accelerator}; recipes that can"
-                f"{': ' + ', '.join(others) if others else ' run under torchrun (`hpclaunch recipes list`)'}")
+        others = [r for r in _recipes_under(runs) if r.split()[0] != recipe.name]
+        hint = (f"recipe {recipe.name}'s script runs under {' or '.join(recipe.launchers or [recipe.launcher])} "
+                f"only, so it cannot run on {profile.accelerator}; recipes that can"
+                f"{': ' + ', '.join(others) if others else ' run under ' + ' or '.join(runs)}")
     raise ConfigError(message, key="launcher", hint=hint)
 
 

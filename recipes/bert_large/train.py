@@ -1,11 +1,15 @@
-"""BERT masked language model (15% of tokens masked) with DeepSpeed ZeRO-3 (seed 002).
+"""BERT masked language model (15% of tokens masked) with DeepSpeed ZeRO-3 (seed 002), or DDP under torchrun
+(seed 000's bert-base run).
 
     hpclaunch submit recipes/bert_large --profile local --preset tiny --follow     # CPU, seconds
     hpclaunch submit recipes/bert_large --profile cngrid12-v100 --layout 2n8g      # BERT-large, fp16
+    hpclaunch submit recipes/bert_large --profile local --preset tiny \
+        --set launcher=torchrun --set deepspeed=null                               # the same run, DDP
 
 The deepspeed launcher starts this file on every rank with --config RUN_DIR/resolved.yaml and
 --deepspeed_config RUN_DIR/ds_config.json (ZeRO stage, precision, batch sizes, clipping). The
-optimizer is a client torch AdamW: nothing is JIT-compiled, on any accelerator.
+optimizer is a client torch AdamW: nothing is JIT-compiled, on any accelerator. Under torchrun (no
+--deepspeed_config) it trains data parallel with plain PyTorch, as recipes/gpt2 does.
 """
 
 import torch
@@ -21,17 +25,14 @@ def main() -> None:
     args = job.parse_args()
     j = job.load_job(args)
     spec, t = j.spec, j.train
-    if j.deepspeed_config is None:
-        raise SystemExit("bert_large runs under the deepspeed launcher (it needs --deepspeed_config)")
+    use_deepspeed = j.deepspeed_config is not None  # the deepspeed launcher passes --deepspeed_config
 
-    # 1. Device and process group from the profile; DeepSpeed's init_distributed on top of it.
-    d = init_distributed(deepspeed=True, seed=t.seed, threads=t.threads_per_rank,
+    # 1. Device and process group from the profile (DeepSpeed's init_distributed on top of it).
+    d = init_distributed(deepspeed=use_deepspeed, seed=t.seed, threads=t.threads_per_rank,
                          deterministic=t.deterministic)
     log = (lambda msg: print(f"[bert] {msg}", flush=True)) if d.is_main else (lambda msg: None)
-    log(
-        f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, "
-        f"DeepSpeed ZeRO-{spec.zero_stage}"
-    )
+    how = f"DeepSpeed ZeRO-{spec.zero_stage}" if use_deepspeed else "DDP"
+    log(f"{d.world_size} rank(s) on {d.accelerator}/{d.backend}, precision {precision_for(spec)}, {how}")
 
     # 2. Tokenizer (WordPiece) and BertForMaskedLM: staged (full) or generated and cached (tiny).
     tokenizer, tokenizer_src, model = build.load_tokenizer_and_model(j, d, log)
@@ -55,7 +56,10 @@ def main() -> None:
         return batch
 
     flops = metrics.flops_per_token(model, t.seq_len)
-    eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config)
+    if use_deepspeed:
+        eng = engine.DeepSpeedEngine(model, t, d, j.deepspeed_config)
+    else:
+        eng = engine.TorchEngine(model, t, d, precision_for(spec), spec.grad_accum)
 
     # 5. The loop: resumes from the newest checkpoint by itself, logs metrics, saves, evaluates.
     train(

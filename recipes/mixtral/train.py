@@ -57,7 +57,7 @@ def main() -> None:
     flops = metrics.flops_per_token(model, t.seq_len)
     if use_deepspeed:
         eng = engine.DeepSpeedEngine(
-            model, t, d, j.deepspeed_config, leaf_modules=spec.recipe.deepspeed.leaf_modules
+            model, t, d, j.deepspeed_config, leaf_modules=spec.deepspeed.leaf_modules
         )
     elif d.tensor_parallel > 1:
         eng = TensorParallelEngine(model, t, d, precision_for(spec), spec.grad_accum)

@@ -40,10 +40,11 @@ PROFILE_KEYS = ["scheduler", "accelerator", "backend", "default_partition", "par
                 "watchdog.timeout", "python_envs", "nope"]
 RECIPE_KEYS = ["script", "launcher", "task", "layout", "time", "train", "train.lr", "train.micro_batch_size",
                "train.global_batch_size", "train.grad_accum", "presets", "presets.slow", "presets.slow.train",
-               "default_preset", "model", "model.override_config", "parallel", "deepspeed", "msrun", "env",
+               "default_preset", "model", "model.override_config", "parallel", "deepspeed", "msrun", "launchers", "env",
                "args", "python_env", "partition", "watchdog.timeout", "name", "unknown"]
 SET_KEYS = ["train.lr", "train.max_steps", "train.micro_batch_size", "layout", "time", "script", "name",
-            "env.X", "args", "parallel.model_parallel", "model.config.n_layer", "train", "bogus.key", "1bad", ""]
+            "env.X", "args", "parallel.model_parallel", "model.config.n_layer", "train", "launchers", "bogus.key",
+            "1bad", ""]
 
 FUZZ = settings(max_examples=40, deadline=3000, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])

@@ -227,7 +227,8 @@ esac
 """
 
 
-def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None = None):
+def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None = None, msrun: str | None = None):
+    """`msrun`: the program the supervisor starts (default: the stand-in)."""
     _, rendered = _rendered(hpc_home)
     node = tmp_path / NODE_SCRIPT
     node.write_text(rendered.files[NODE_SCRIPT])
@@ -236,7 +237,7 @@ def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None
     fake.chmod(0o755)
     env = {**os.environ, "HPCLAUNCH_LOG_DIR": str(tmp_path / "logs"), "HPCLAUNCH_RESTART": "2",
            "HPCLAUNCH_NODE_RANK": "1", "HPCLAUNCH_JOB_ID": f"t{os.getpid()}"}
-    proc = subprocess.Popen(["bash", str(node), str(fake), mode], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["bash", str(node), msrun or str(fake), mode], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if signal_after is not None:
         time.sleep(signal_after)
@@ -279,3 +280,48 @@ def test_node_supervisor_stops_every_tagged_process_on_sigterm(tmp_path, hpc_hom
         except OSError:
             continue
     assert not left, f"processes of the stopped node still running: {left}"
+
+
+def test_node_supervisor_names_an_msrun_that_is_not_there_and_diagnose_says_so(tmp_path, hpc_home):
+    """msrun missing from the job's environment (a torch environment): exit 127 with a line naming it, which
+    `logs --diagnose` reads as the program the job could not find."""
+    from hpclaunch.logs.diagnose import diagnose
+    from hpclaunch.schedulers.base import JobStatus
+
+    code, _, err, _ = _node_run(tmp_path, hpc_home, "ok", msrun="msrun-not-installed")
+    assert code == 127
+    assert "hpclaunch: node 1: msrun-not-installed: command not found (setsid: failed to execute" in err
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "job.7.out").write_text(f"hpclaunch: job 7 restart 0 on n1\n{err}"
+                                            "hpclaunch: launch exited with code 127\n")
+    d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="127:0"))
+    assert (d.cause, d.title) == ("command_not_found", "the job could not find msrun-not-installed"), d
+
+
+def _msrun_recipe(tmp_path: Path) -> str:
+    """A recipe of its own under msrun that declares no launchers (so nothing but the environment refuses it)."""
+    folder = tmp_path / "own_msrun"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('hi')\n")
+    (folder / "recipe.yaml").write_text("script: train.py\nlauncher: msrun\ntask: test\n")
+    return str(folder)
+
+
+def test_msrun_missing_from_the_jobs_environment_is_refused_before_queueing(hpclaunch, hpc_home, tmp_path,
+                                                                               monkeypatch):
+    """The local scheduler's job runs with this PATH (capability same_environment): msrun not on it (a torch
+    environment) is refused at submit, nothing written; a dry run warns; the MindSpore venv, which has it, passes."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
+    recipe = _msrun_recipe(tmp_path)
+    result = hpclaunch("submit", recipe, "--profile", "local")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert ("hpclaunch: error: profile local python: launcher msrun runs msrun, which the job's environment does not "
+            "have (not in the PATH the job inherits from here)") in result.stderr
+    assert "hint: install MindSpore (docs/mindspore.md) into that environment" in result.stderr
+    assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
+    result = hpclaunch("submit", recipe, "--profile", "local", "--dry-run")
+    assert result.exit_code == 0 and "warning: profile local python: launcher msrun runs msrun" in result.stderr
+    if Path("/opt/hpclaunch-venvs/mindspore/bin/msrun").exists():  # scripts/install-mindspore.sh
+        result = hpclaunch("submit", RECIPE, "--profile", "local", "--preset", "tiny", "--dry-run")
+        assert result.exit_code == 0 and "warning" not in result.stderr, result.stderr

@@ -172,3 +172,22 @@ def test_jobspec_is_frozen_and_round_trips_through_yaml(write_profile, write_rec
     path.write_text(spec.to_yaml())
     assert is_jobspec_file(str(path))
     assert load_jobspec(path) == spec
+
+
+def test_a_launcher_outside_the_recipes_launchers_is_refused_where_it_was_given(write_profile, write_recipe, hpc_home):
+    """`launchers:` lists what the script runs under; the launcher of the recipe file, of a preset or of --set must be
+    among them, and the error names where it came from (not the model's top level)."""
+    from hpclaunch.errors import ConfigError
+
+    profile = str(write_profile())
+    both = ["torchrun", "deepspeed"]
+    folder = write_recipe(launcher="torchrun", launchers=both, presets={"ms": {"launcher": "msrun"}})
+    with pytest.raises(ConfigError) as err:
+        resolve(str(folder), profile)
+    assert str(err.value) == (f"{folder}/recipe.yaml (presets.ms): launcher: recipe testrecipe's script runs under "
+                              "torchrun or deepspeed (launchers in its recipe.yaml), not msrun: choose one of those, "
+                              "or a recipe written for msrun (`hpclaunch recipes list`)")
+    folder = write_recipe(launcher="torchrun", launchers=both, name="ok")
+    assert resolve(str(folder), profile, CliOverrides(sets=("launcher=deepspeed",))).recipe.launcher == "deepspeed"
+    with pytest.raises(ConfigError, match=r"^--set launcher=msrun: launcher: recipe ok's script runs under"):
+        resolve(str(folder), profile, CliOverrides(sets=("launcher=msrun",)))

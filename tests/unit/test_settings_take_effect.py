@@ -75,21 +75,25 @@ def test_the_tp_plan_halves_what_a_rank_holds(hpclaunch, hpc_home: Path) -> None
 @pytest.mark.parametrize("args, expected, hint", [
     (("bert_large",), "recipe bert_large runs under launcher deepspeed, and profile 'musa-s4000' has accelerator "
                       "musa: DeepSpeed has no MUSA accelerator",
-     "recipe bert_large has no torchrun preset (its script runs under DeepSpeed only), so it cannot run on musa; "
-     "recipes that can: "),
+     "its script runs under torchrun too: `--set launcher=torchrun --set deepspeed=null`"),
     (("mixtral",), "recipe mixtral runs under launcher deepspeed", "`--set launcher=torchrun --set deepspeed=null`"),
     (("gpt2", "--set", "launcher=deepspeed", "--set", "train.compile=false"),
      "runs under launcher deepspeed (--set launcher=deepspeed)", "recipe gpt2's own launcher is torchrun"),
+    (("gpt_mindspore", "--preset", "tiny"), "recipe gpt_mindspore runs under launcher msrun, and profile "
+                                            "'musa-s4000' has accelerator musa: MindSpore has no MUSA backend",
+     "recipe gpt_mindspore's script runs under msrun only, so it cannot run on musa; recipes that can: "),
 ])
-def test_deepspeed_on_musa_is_refused_with_the_way_that_runs(hpclaunch, hpc_home: Path, args: tuple[str, ...],
-                                                              expected: str, hint: str) -> None:
+def test_a_launcher_without_musa_is_refused_with_the_way_that_runs(hpclaunch, hpc_home: Path, args: tuple[str, ...],
+                                                                    expected: str, hint: str) -> None:
     recipe, *rest = args
     result = hpclaunch("submit", str(REPO / "recipes" / recipe), "--profile", "musa-s4000", *rest, "--dry-run")
     assert result.exit_code == 2, result.output
     assert expected in result.stderr and hint in " ".join(result.stderr.split()), result.stderr
     assert "Traceback" not in result.output
-    if recipe == "bert_large":
-        assert "gpt2" in result.stderr and "mixtral (--preset tp / tp1)" in result.stderr
+    if recipe == "gpt_mindspore":
+        said = " ".join(result.stderr.split())
+        assert "bert_large (--set launcher=torchrun --set deepspeed=null)," in said and "gpt2" in said
+        assert "mixtral (--preset tp / tp1)" in said
     assert not (hpc_home / "runs").exists() or not list((hpc_home / "runs").iterdir())
 
 
