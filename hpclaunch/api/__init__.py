@@ -7,7 +7,7 @@ the same objects (docs/python-api.md). Every failure is an `HpclaunchError` (hpc
     before a job     profiles, profile, recipes, recipe (catalog.py); plan (planning.py); avail (avail.py)
     submitting       submit, submit_request, resolve_spec (submitting.py) -> Job (job.py)
     jobs             records, status, jobs, cancel (tracking.py); wait (waiting.py); job(ID) -> Job
-    what they wrote  logs, diagnose (reading.py); report, compare (reporting.py)
+    what they wrote  logs, diagnose (reading.py); report, compare (reporting.py); curves (series.py)
 
 May import: jobs, report, logs, submission, plan, assets, schedulers, config, state, core, errors (every
 stage below it), each inside the function that needs it where it can, so that `import hpclaunch.api` stays light
@@ -57,6 +57,7 @@ from hpclaunch.api.reporting import (
     report,
 )
 from hpclaunch.api.results import Listed, Shown
+from hpclaunch.api.series import Curves, curves
 from hpclaunch.api.submitting import asked, resolve_spec, submit, submit_request
 from hpclaunch.api.tracking import RECENT, Cancellation, Status, cancel, jobs, records, states, status
 from hpclaunch.api.waiting import Waited, wait
@@ -66,13 +67,14 @@ if TYPE_CHECKING:
     from hpclaunch.logs.follow import JobLost
     from hpclaunch.schedulers.base import JobStatus
 
-__all__ = ["Availability", "Cancellation", "CheckpointExport", "Comparison", "ENERGY_HEADERS", "Job", "JobLost",
-           "JobRuns", "JobStatus", "JobTimeout", "Listed", "Logs", "Planned", "ProfileCheck", "ProfileEntry", "RECENT",
-           "RecipeEntry", "Report", "RunExport", "Shown", "Status", "SweepComparison", "SweepReport", "Waited",
-           "asked", "avail", "cancel", "check_profile", "clean_find", "clean_remove", "compare", "diagnose", "encode",
-           "export", "export_run", "fmt", "init_profile", "job", "jobs", "line_json", "logs", "pattern", "plan",
-           "profile", "profiles", "recipe", "recipes", "record_of", "records", "report", "resolve_spec", "resume",
-           "schema", "states", "status", "submit", "submit_request", "sync_find", "sync_upload", "wait"]
+__all__ = ["Availability", "Cancellation", "CheckpointExport", "Comparison", "Curves", "ENERGY_HEADERS", "Job",
+           "JobLost", "JobRuns", "JobStatus", "JobTimeout", "Listed", "Logs", "Planned", "ProfileCheck",
+           "ProfileEntry", "RECENT", "RecipeEntry", "Report", "RunExport", "Shown", "Status", "SweepComparison",
+           "SweepReport", "Waited", "asked", "avail", "cancel", "check_profile", "clean_find", "clean_remove",
+           "compare", "curves", "diagnose", "encode", "export", "export_run", "fmt", "init_profile", "job", "jobs",
+           "line_json", "logs", "pattern", "plan", "profile", "profiles", "recipe", "recipes", "record_of",
+           "records", "report", "resolve_spec", "resume", "schema", "states", "status", "submit", "submit_request",
+           "sync_find", "sync_upload", "wait"]
 
 
 _LAZY = {"JobStatus": "hpclaunch.schedulers.base", "JobLost": "hpclaunch.logs.follow", "JobRuns": "hpclaunch.jobs.sync"}

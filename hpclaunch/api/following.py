@@ -1,6 +1,7 @@
 """Following a job as it runs: `follow` yields what it writes and how its state changes (hpclaunch/logs/follow.py;
 a job submitted over SSH is streamed from its login node), `progress` is its step, loss and ETA in one line, and
-`frame` is the live view's rows (hpclaunch/jobs/watch.py). The faces print them; nothing here prints."""
+`frame` is the live view's rows (hpclaunch/jobs/watch.py), `row` one job's. The faces print them; nothing here
+prints."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from hpclaunch.logs.follow import End, Event, Restart, State
 from hpclaunch.logs.read import Line
 
 if TYPE_CHECKING:
+    from hpclaunch.jobs.view import JobView
     from hpclaunch.jobs.watch import Row
     from hpclaunch.state.registry import JobRecord
 
 __all__ = ["COLUMNS", "MIN_WIDTH", "End", "Event", "Line", "Restart", "State", "follow", "frame", "plain_lines",
-           "progress"]
+           "progress", "row"]
 
 
 def follow(job: str, *, rank: int | None = None, grep: str | None = None, start_at_end: bool = False,
@@ -52,6 +54,14 @@ def frame(records: Sequence[JobRecord], jobs: Sequence[str]) -> list[Row]:
     from hpclaunch.jobs.watch import frame as rows
 
     return rows(list(records), jobs)
+
+
+def row(view: JobView) -> Row:
+    """One job's row of the live view from its view (`status`, `jobs`): step / max, loss, tokens/s, ETA, the loss's
+    recent trend, its stragglers."""
+    from hpclaunch.jobs.watch import row as one
+
+    return one(view)
 
 
 def plain_lines(rows: Sequence[Row], stamp: str) -> list[str]:

@@ -27,15 +27,15 @@ class Planned:
 
 def plan(recipe: str, profile: str | None = None, *, preset: str | None = None, layout: str | None = None,
          nodes: int | None = None, gpus_per_node: int | None = None, partition: str | None = None,
-         sets: Sequence[str] = (), endpoints: Sequence[str] = ()) -> Planned:
+         sets: Sequence[str] = (), endpoints: Sequence[str] = (), fetch: bool = True) -> Planned:
     """Memory per device of `recipe` on `profile` (`sets`: ``--set`` words, "KEY=VALUE"). A hub model's
     config.json that the store lacks is fetched alone from `endpoints` (default: the profile's mirror, then its
-    endpoints) into the store."""
+    endpoints) into the store; not with `fetch=False` (the web view's plan reads only what is here)."""
     from hpclaunch.api.submitting import asked, resolve_spec
     from hpclaunch.plan import fetch_config, plan_job
 
     cli = asked(preset=preset, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, partition=partition,
                 sets=sets)
     spec = resolve_spec(recipe, profile, cli)
-    fetched = fetch_config(spec, tuple(endpoints))
+    fetched = fetch_config(spec, tuple(endpoints)) if fetch else None
     return Planned(plan_job(spec), (f"hpclaunch: {fetched}",) if fetched else ())

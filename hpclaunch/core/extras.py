@@ -13,6 +13,8 @@ EXTRAS = {
     "matplotlib": ("report", "report and compare draw their plots with matplotlib"),
     "wandb": ("wandb", "sync uploads W&B's offline runs with W&B's own uploader (wandb sync)"),
     "mcp": ("mcp", "hpclaunch mcp serves the Model Context Protocol with the official mcp SDK"),
+    "starlette": ("ui", "hpclaunch ui serves its web view with Starlette"),
+    "uvicorn": ("ui", "hpclaunch ui serves its web view with uvicorn"),
     "submitit": ("slurm-staging", "stage-assets --slurm-partition runs the staging as a Slurm job through submitit"),
 }
 

@@ -118,13 +118,15 @@ class SshHost:
     def __init__(self, target: Target):
         self.target = target
 
-    def ssh_argv(self, *, tty: bool = False) -> list[str]:
-        """ssh and its options (no command): the shared connection, host keys checked, never a prompt."""
+    def ssh_argv(self, *, tty: bool = False, shared: bool = True) -> list[str]:
+        """ssh and its options (no command): the shared connection (`shared=False`: a connection of its own, for
+        a tunnel that lives as long as its ssh), host keys checked, never a prompt."""
         t = self.target
+        mux = (["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/%C", "-o", f"ControlPersist={IDLE_S}"]
+               if shared else ["-o", "ControlMaster=no", "-o", "ControlPath=none"])
         argv = ["ssh", "-T" if not tty else "-t", "-p", str(t.port),
                 "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
-                "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/%C",
-                "-o", f"ControlPersist={IDLE_S}", "-o", "LogLevel=ERROR"]
+                *mux, "-o", "LogLevel=ERROR"]
         if t.known_hosts:
             argv += ["-o", f"UserKnownHostsFile={_local_path(t.known_hosts)}"]
         if t.identity:

@@ -43,6 +43,7 @@ def test_every_command_module_is_light(env):
     loaded = _modules_after("from hpclaunch.cli.main import cli\ncli.load_all()", env)
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     assert "mcp" not in loaded and "pydantic" not in loaded  # the MCP SDK: only when `hpclaunch mcp` runs
+    assert not loaded & {"starlette", "uvicorn"}  # the web view's server: only when `hpclaunch ui` runs
 
 
 @pytest.mark.parametrize(

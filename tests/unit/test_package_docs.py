@@ -11,7 +11,7 @@ import grimp
 import pytest
 
 PACKAGES = ["api", "assets", "cli", "config", "core", "jobs", "launchers", "logs", "mcp", "plan", "report",
-            "runtime.node", "runtime.train", "schedulers", "state", "submission"]
+            "runtime.node", "runtime.train", "schedulers", "state", "submission", "ui"]
 KNOWN = {*PACKAGES, "errors", "runtime"}
 
 
