@@ -26,7 +26,8 @@ APT_PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server lmod iprou
           slurmrestd slurm-wlm-jwt-plugin curl
           charliecloud-runtime squashfs-tools mmdebstrap  # ch-run, the test image (scripts/build-test-image.sh)
           strace  # benchmarks/nodelocal_start.py (squashfs-tools: python.stage node-local too)
-          openssh-server)  # the SSH login of scripts/dev-sshd.sh (docs/remote.md)
+          openssh-server  # the SSH login of scripts/dev-sshd.sh (docs/remote.md)
+          chromium)  # the web view's browser tests (tests/integration/test_ui_browser.py; ~17 s to install)
 
 ETC=/etc/slurm
 RUN=/run/slurm-dev

@@ -10,6 +10,8 @@
 # client_ed25519(.pub) (the client key) and authorized_keys, known_hosts (the host key as a client must know it),
 # sshd_config, sshd.pid, sshd.log. The sessions get the PATH of the shell that ran `up` (the login node's
 # environment: Slurm's commands); /opt/hpclaunch-dev/python-env links the jobs' venv (dev-slurm-ssh's python.venv).
+# Local port forwarding to the login node's own 127.0.0.1 only (`ssh -L`, as `hpclaunch ui --profile` tunnels; no
+# remote forwarding, nothing elsewhere). HPCLAUNCH_DEV_SSHD_PORT: another port (a second instance, with another DIR).
 set -euo pipefail
 
 DIR=${HPCLAUNCH_DEV_SSHD:-/var/lib/hpclaunch-dev-sshd}
@@ -48,7 +50,8 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 UsePAM no
-AllowTcpForwarding no
+AllowTcpForwarding local
+PermitOpen 127.0.0.1:*
 X11Forwarding no
 PermitTTY yes
 StrictModes yes
@@ -92,5 +95,5 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) alive && answers && log "up on $ADDR:$PORT" ;;
-  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

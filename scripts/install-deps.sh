@@ -2,7 +2,7 @@
 # Install hpclaunch and its Python dependencies into a virtual environment (idempotent; ~1 s when nothing changed).
 #
 #   bash scripts/install-deps.sh     the project's own venv .venv/ (made with python3): torch==2.13.0 first,
-#                                    then `pip install -e ".[recipes,dev,mcp]"`; afterwards `source .venv/bin/activate`
+#                                    then `pip install -e ".[recipes,dev,mcp,ui]"`; afterwards `source .venv/bin/activate`
 #   HPCLAUNCH_VENV=DIR bash scripts/install-deps.sh    a venv you name (made when missing); an activated venv
 #                                    ($VIRTUAL_ENV) is used as it is
 #   PYTHON=/path/to/python3 ...      the interpreter the venv is made from (default: python3 on PATH)
@@ -20,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${HPCLAUNCH_VENV:-${VIRTUAL_ENV:-$ROOT/.venv}}"
 BASE_PY="${PYTHON:-$(command -v python3 || command -v python)}"
 TORCH_VERSION=2.13.0
-EXTRAS="recipes,dev,mcp"
+EXTRAS="recipes,dev,mcp,ui"
 T0=$(date +%s)
 log() { echo "[install-deps $(( $(date +%s) - T0 ))s] $*"; }
 
@@ -65,7 +65,7 @@ want="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/constraints.txt" | sha256sum |
 if [ "${HPCLAUNCH_DEPS_FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
   (cd / && "$PY" -c "
 import importlib.metadata as m, os, sys, hpclaunch
-for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'wandb', 'pytest', 'hypothesis', 'mypy', 'import-linter', 'types-PyYAML', 'mcp'):
+for d in ('transformers', 'datasets', 'deepspeed', 'accelerate', 'submitit', 'tensorboard', 'wandb', 'pytest', 'hypothesis', 'mypy', 'import-linter', 'types-PyYAML', 'mcp', 'starlette', 'uvicorn'):
     m.version(d)  # raises when a dependency went missing since the stamp was written
 sys.exit(0 if os.path.realpath(hpclaunch.__file__).startswith(os.path.realpath('$ROOT') + os.sep) else 1)") 2>/dev/null; then
   log "hpclaunch[$EXTRAS] already installed from $ROOT"

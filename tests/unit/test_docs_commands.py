@@ -34,6 +34,9 @@ CANNOT_RUN = {
     r"^hpclaunch sync ": "hands offline W&B runs to W&B's uploader (network, credentials)",
     r"^hpclaunch watch +\d\d:\d\d:\d\d": "sample output of watch, not a command",
     r"^hpclaunch submit RECIPE ": "the usage line of submit --sweep (KEY=V1,V2,...); the next line is its example",
+    r"^hpclaunch ui(?! --check)": "serves until Ctrl-C (or is what it prints); `hpclaunch ui --check`, shown too, "
+                                  "starts it, asks it for the jobs page and stops; tests/integration/"
+                                  "test_ui_browser.py and test_ui_tunnel.py serve it to a browser and over SSH",
 }
 # the docs' job ids, job placeholders and profiles of clusters that are not this machine
 JOB_WORDS = {"12345", "12346", "42", "43", "4242", "1717", "JOB", "JOB_A", "JOB_B"}
