@@ -69,7 +69,10 @@ def ui_cmd(port: int | None, profile: str | None, interval: int, tunnel_ports: t
     click.echo(f"hpclaunch ui: serving your jobs read-only on {serve.HOST}:{view.port}; open")
     click.echo(f"  {view.url()}")
     click.echo("(the token in it is asked for; Ctrl-C stops the view)", err=True)
-    view.run()
+    try:
+        view.run()
+    except KeyboardInterrupt:  # uvicorn closes the connections, then raises the signal again: a quiet end
+        return
 
 
 def register(group: click.Group) -> None:

@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -95,8 +96,9 @@ def view(tmp_path_factory: pytest.TempPathFactory):
             yield {"base": f"http://127.0.0.1:{m[1]}", "port": int(m[1]), "token": m[2], "live": live,
                    "failed": failed, "sweep": sweep, "cluster": cluster, "shots": shots, "root": root}
         finally:
-            proc.terminate()
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: a quiet end, exit 0
             proc.wait(timeout=30)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
 
 
 @pytest.fixture(scope="module")
