@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,9 @@ def test_injection_fires_on_its_rank_after_its_step_once_across_restarts(monkeyp
 
 def test_injected_straggler_is_five_times_slower(monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(inject.time, "sleep", slept.append)
+    # the injector's own clock only: patching time.sleep itself would also catch every other thread of this
+    # process that sleeps (a progress writer an earlier test started, looping every 0.05 s)
+    monkeypatch.setattr(inject, "time", types.SimpleNamespace(sleep=slept.append, time=time.time))
     s = inject.Injector(inject.Fault("slow", 0, 2), rank=0)
     for step in (1, 2, 3):
         s.after_step(step, 0.1)
