@@ -87,19 +87,21 @@ def logs(job: str | None = None, *, rank: int | None = None, restart: int | None
     return Logs(record.job_id, lines, bool(files), len({f.restart for f in files}), notes)
 
 
-def diagnose(job: str | None = None) -> Diagnosis:
-    """Why JOB failed (default: the newest job): the first failing rank, its node, the first real error (not the
-    secondary errors of the ranks that waited), the log file and what to do."""
+def diagnose(job: str | None = None, *, restart: int | None = None) -> Diagnosis:
+    """Why JOB failed (default: the newest job): the cause, how sure (confidence) and the other evidence
+    (candidates), the first failing rank, its node, the first real error (not the secondary errors of the ranks
+    that waited), the log file and what to do; a job that completed after recovering inside its allocation: each
+    recovery. `restart`: that restart's evidence (an earlier one: why it ended), not the latest's."""
     record, _ = record_of(job)
     run_dir = Path(record.run_dir)
     if record.remote:  # submitted over SSH: the ends of its logs read from the login node
         from hpclaunch.core.remote import ssh_host
         from hpclaunch.logs.remotediagnose import diagnose_remote
 
-        return diagnose_remote(ssh_host(record.remote), run_dir, record.job_id, _status(record))
+        return diagnose_remote(ssh_host(record.remote), run_dir, record.job_id, _status(record), restart=restart)
     from hpclaunch.logs.diagnose import diagnose as run_diagnose
 
-    return run_diagnose(run_dir, record.job_id, _status(record))
+    return run_diagnose(run_dir, record.job_id, _status(record), restart=restart)
 
 
 def _status(record: JobRecord) -> JobStatus | None:

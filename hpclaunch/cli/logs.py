@@ -26,7 +26,9 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
         head += f", {d.ranks} rank log(s)"
     click.echo(head)
     cause = d.title if d.rank is None or d.title.startswith("rank ") else f"{d.title} on rank {d.rank}"
-    click.echo(f"cause: {cause}")
+    sure = f" ({d.layer}; confidence {d.confidence:.2f})" if d.cause and d.layer else (
+        f" (confidence {d.confidence:.2f})" if d.cause else "")
+    click.echo(f"cause: {cause}{sure}")
     if d.first_failure:
         ff = d.first_failure
         click.echo(f"first failure: rank {ff['rank']} on {ff['host']} at {ff['time']} (exit {ff['exit']})")
@@ -36,6 +38,13 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
     if d.waiting_ranks and d.cause:
         ranks = ", ".join(map(str, d.waiting_ranks[:16])) + (" ..." if len(d.waiting_ranks) > 16 else "")
         click.echo(f"then: rank(s) {ranks} failed or waited in a collective (secondary errors, skipped)")
+    for c in d.candidates[:5]:
+        where = f"rank {c['rank']}" if c.get("rank") is not None else Path(c["file"]).name
+        click.echo(f"also: {c['class']} ({where}): {c['line'][:160]}")
+    for s in d.suspicious:
+        click.echo(f"suspicious: {Path(s['file']).name}: {s['line'][:200]}")
+    for rec in d.recoveries:
+        click.echo(f"recovered: {rec['summary']}")
     if d.hint:
         click.echo(f"hint: {d.hint}")
 
@@ -45,10 +54,12 @@ def _print_diagnosis(d) -> None:  # noqa: ANN001 - hpclaunch.logs.diagnose.Diagn
     "hpclaunch logs -n 20  # the newest job",
     "hpclaunch logs 12345 --rank 3 -f  # follow rank 3 until the job ends",
     "hpclaunch logs 12345 -n 100 --grep loss  # the last 100 matching lines of each rank",
-    "hpclaunch logs 12345 --diagnose  # the first failing rank and what to do"))
+    "hpclaunch logs 12345 --diagnose  # the first failing rank and what to do",
+    "hpclaunch logs 12345 --diagnose --restart 0  # why restart 0 ended (a job that recovered)"))
 @click.argument("job", required=False, shell_complete=complete.job)
 @click.option("--rank", "-r", type=int, default=None, help="only this rank")
-@click.option("--restart", type=int, default=None, help="only this restart (default: all, in order)")
+@click.option("--restart", type=int, default=None,
+              help="only this restart (default: all, in order); with --diagnose: that restart's evidence")
 @click.option("--tail", "-n", type=int, default=None, metavar="N", help="the last N lines of each rank")
 @click.option("--grep", "grep", default=None, metavar="RE", help="only lines matching this regex")
 @click.option("--follow", "-f", is_flag=True, help="print new lines as they are written, until the job ends")
@@ -64,7 +75,7 @@ def logs_cmd(job: str | None, rank: int | None, restart: int | None, tail: int |
         record, notes = api.record_of(job)
         say(notes)
         if diagnose:
-            found = api.diagnose(record.job_id)
+            found = api.diagnose(record.job_id, restart=restart)
             echo_json(found) if as_json else _print_diagnosis(found)
         else:
             _follow(record, rank, tail, grep, _printer(as_json), as_json)

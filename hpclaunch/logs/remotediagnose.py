@@ -4,7 +4,9 @@ of each log (hpclaunch.logs.diagnose.TAIL_BYTES), so only those ends cross the c
 On the login node, one shell script cuts the last TAIL_BYTES of every file under the run directory's logs/ (rank
 logs, the job's output, the watchdog's verdicts) into a temporary folder, each with its file's time, adds the
 names of the checkpoint folders (empty: a cancelled job's hint names the newest), and sends that folder as one tar
-stream. The diagnosis runs here on that copy; the paths it names are then those of the login node."""
+stream, with the recoveries and the timeline (a job that recovered inside its allocation) and the ranks' progress
+records (the node of a rank). The diagnosis runs here on that copy (the free space of the job's filesystems is not
+measured: they are not here); the paths it names are then those of the login node."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ if cd "$1" 2>/dev/null; then
     mkdir -p "$t/${f%/*}" && tail -c "$2" -- "$f" > "$t/$f" && touch -r "$f" -- "$t/$f"
   done
   find checkpoints -mindepth 1 -maxdepth 1 -type d 2>/dev/null | while IFS= read -r d; do mkdir -p "$t/$d"; done
+  for f in recoveries.jsonl timeline.jsonl; do [ -f "$f" ] && cp -p -- "$f" "$t/$f"; done
+  mkdir -p "$t/progress" && find progress -maxdepth 1 -name 'rank-*.json' -exec cp -p -t "$t/progress" {} + 2>/dev/null
 fi
 tar -c -C "$t" -f - .
 """
@@ -42,15 +46,19 @@ def log_ends(host: SshHost, run_dir: Path) -> Path:
     return root
 
 
-def diagnose_remote(host: SshHost, run_dir: Path, job_id: str, status: JobStatus | None) -> Diagnosis:
+def diagnose_remote(host: SshHost, run_dir: Path, job_id: str, status: JobStatus | None, *,
+                    restart: int | None = None) -> Diagnosis:
     """The diagnosis of the job whose run directory `run_dir` is on the login node, from the ends of its logs."""
     local = log_ends(host, run_dir)
     try:
-        d = diagnose(local, job_id, status)
+        d = diagnose(local, job_id, status, restart=restart, local=False)
     finally:
         shutil.rmtree(local, ignore_errors=True)
     def there(text: str) -> str:  # a path (or a hint naming one) in the local copy, as the login node's path
         return text.replace(str(local), str(run_dir))
 
+    def moved(items: list[dict]) -> list[dict]:
+        return [{**item, "file": there(item["file"])} if item.get("file") else item for item in items]
+
     return dataclasses.replace(d, file=d.file and there(d.file), checkpoint=d.checkpoint and there(d.checkpoint),
-                               hint=there(d.hint))
+                               hint=there(d.hint), candidates=moved(d.candidates), suspicious=moved(d.suspicious))

@@ -63,10 +63,15 @@ async def logs(job: Job,
     return await respond(api.logs, job, rank=rank, restart=restart, tail=tail, grep=grep)
 
 
-async def diagnose(job: Job) -> CallToolResult:
-    """Why a job failed: the first failing rank, the node, the first real error (not the secondary errors of the
-    ranks that waited), the log file and what to do (`hpclaunch logs JOB --diagnose --json`)."""
-    return await respond(api.diagnose, job)
+async def diagnose(job: Job,
+                   restart: Annotated[int | None, Field(description="that restart's evidence (an earlier one: why it "
+                                                                    "ended); default: the latest", ge=0)] = None
+                   ) -> CallToolResult:
+    """Why a job failed: the cause with its confidence and the other candidates, the first failing rank, the node,
+    the first real error (not the secondary errors of the ranks that waited), the log file and what to do; "unknown"
+    with the most suspicious lines when no rule knows the failure; a job that completed after recovering inside its
+    allocation: each recovery (`hpclaunch logs JOB --diagnose [--restart N] --json`)."""
+    return await respond(api.diagnose, job, restart=restart)
 
 
 async def report(job: Job) -> CallToolResult:
