@@ -1,7 +1,9 @@
 """The slurm-rest scheduler without a cluster: the job script (the Slurm one, less `--signal=B:`, plus its own
 USR1), the #SBATCH lines read back as sbatch reads them and turned into slurmrestd's job description, the
-token's sources and secrecy, and slurmrestd's recorded answers (tests/fixtures/slurmrestd/, README.md there)
-replayed by a server on 127.0.0.1: statuses with reasons in words, usage equal to sacct's, errors in words."""
+token's sources and secrecy, and slurmrestd's recorded answers (tests/fixtures/slurmrestd/, README.md there: Slurm
+22.05 in OpenAPI v0.0.38, and 26.05 in v0.0.45 in its v0.0.45/) replayed by a server on 127.0.0.1, each with its own
+`GET /openapi/v3` (the version spoken is negotiated first): statuses with reasons in words, usage equal to sacct's,
+errors in words. The negotiation itself and the typed job description of v0.0.40 on: test_slurm_rest_versions.py."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from hpclaunch.core.shell import quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.schedulers import get_scheduler
 from hpclaunch.schedulers.slurm import accounting
-from hpclaunch.schedulers.slurm_rest import answers, jobdesc
+from hpclaunch.schedulers.slurm_rest import answers, jobdesc, versions
 from hpclaunch.schedulers.slurm_rest.connection import Connection, RestError, claims, errors, user
 from hpclaunch.schedulers.slurm_rest.scheduler import SlurmRestScheduler
 from hpclaunch.submission.render import render
@@ -29,6 +31,8 @@ from hpclaunch.submission.resolve import CliOverrides, resolve
 from hpclaunch.submission.rundir import with_recipe_copy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurmrestd"
+# each recorded release: its answers' folder and its `GET /openapi/v3` (paths only: openapi/)
+RELEASES = {"22.05": (FIXTURES, "slurmrestd-22.05-dev"), "26.05": (FIXTURES / "v0.0.45", "slurmrestd-26.05")}
 RUN_DIR = Path("/runs/golden")
 
 
@@ -41,8 +45,12 @@ def fake_token(user_name: str = "root", expires: float | None = None) -> str:
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(body)}.c2lnbmF0dXJl"
 
 
-def recorded(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+def recorded(name: str, release: str = "22.05") -> dict:
+    return json.loads((RELEASES[release][0] / f"{name}.json").read_text())
+
+
+def openapi(release: str) -> dict:
+    return json.loads((FIXTURES / "openapi" / f"{RELEASES[release][1]}.json").read_text())
 
 
 # --- the job script and its #SBATCH lines ---------------------------------------------------------------------
@@ -57,14 +65,17 @@ def test_the_job_script_is_the_slurm_one_less_the_batch_signal_plus_its_own_usr1
     slurm, rest = _script("dev-slurm").splitlines(), _script("dev-slurm-rest").splitlines()
     gone = [line for line in slurm if line not in rest]
     added = [line for line in rest if line not in slurm]
-    assert gone == [slurm[1], "#SBATCH --signal=B:USR1@120", "HPCLAUNCH_STATE=/runs/golden/slurm"]
+    scheduler = "export HPCLAUNCH_SCHEDULER={}  # whose nodes a failure may blame (state/suspects.py)"
+    assert gone == [slurm[1], "#SBATCH --signal=B:USR1@120", scheduler.format("slurm"),
+                    "HPCLAUNCH_STATE=/runs/golden/slurm"]
+    assert scheduler.format("slurm-rest") in rest
     assert added[0] == slurm[1].replace("dev-slurm,", "dev-slurm-rest,").replace("scheduler slurm.",
                                                                                "scheduler slurm-rest.")
     assert "HPCLAUNCH_STATE=/runs/golden/slurm-rest" in added
     # 20 minutes less the 120 s sbatch's --signal=B:USR1@120 would have warned before
     assert "  sleep 1080 & s=$!; wait \"$s\"" in added
     assert "export SLURMRESTD_URL=http://127.0.0.1:6820" in added and "export SLURM_JWT_FILE='~/.slurm-jwt'" in added
-    assert len(added) == 13, added
+    assert len(added) == 14, added
 
 
 def test_a_short_job_arms_no_usr1_as_it_asks_for_no_signal(hpc_home):
@@ -160,9 +171,14 @@ def test_export_names_what_the_job_gets_from_here_and_never_the_token():
 
 
 def test_an_option_slurmrestd_has_no_field_for_is_refused_before_anything_is_written(hpclaunch):
-    res = hpclaunch("submit", "allreduce", "--profile", "dev-slurm-rest", "--sbatch", "overcommit", "--dry-run")
+    res = hpclaunch("submit", "allreduce", "--profile", "dev-slurm-rest", "--sbatch", "propagate=ALL", "--dry-run")
     assert res.exit_code == 2
-    assert "--overcommit has no field in slurmrestd's job description (OpenAPI v0.0.38)" in res.stderr
+    assert "--propagate has no field in slurmrestd's job description (OpenAPI v0.0.38, v0.0.40-v0.0.45)" in res.stderr
+    # one that some versions have (v0.0.40 on): refused once the version spoken is known, at submit
+    assert hpclaunch("submit", "allreduce", "--profile", "dev-slurm-rest", "--sbatch", "overcommit",
+                     "--dry-run").exit_code == 0
+    with pytest.raises(ConfigError, match=r"--overcommit has no field .* \(OpenAPI v0\.0\.38\)"):
+        jobdesc.describe(["--overcommit"], {}, "/x", {})
     with pytest.raises(ConfigError, match="batch shell alone"):
         jobdesc.describe(["--signal=B:USR1@120"], {}, "/x", {})
 
@@ -244,6 +260,7 @@ def replay(monkeypatch, hpc_home) -> Iterator[dict[tuple[str, str], dict]]:
     """A slurmrestd on 127.0.0.1 that answers with the recorded files: routes[(method, path)] = file."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
     _Replay.routes, _Replay.seen = {}, []
+    versions.forget()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("SLURMRESTD_URL", f"http://127.0.0.1:{server.server_port}")
@@ -251,18 +268,27 @@ def replay(monkeypatch, hpc_home) -> Iterator[dict[tuple[str, str], dict]]:
     monkeypatch.delenv("SLURM_JWT_FILE", raising=False)
     yield _Replay.routes
     server.shutdown()
+    versions.forget()
 
 
-def route(routes: dict, name: str, path: str | None = None) -> dict:
-    data = recorded(name)
+def route(routes: dict, name: str, path: str | None = None, release: str = "22.05") -> dict:
+    """Serve the recorded `name` of `release`, and that release's `GET /openapi/v3`."""
+    data = recorded(name, release)
     routes[(data["method"], path or data["path"])] = data
+    routes[("GET", versions.SPEC)] = {"status": 200, "answer": openapi(release)}
     return data
 
 
-def _job_id(name: str) -> str:
-    return re.search(r"/job/(\w+)$", recorded(name)["path"]).group(1)  # type: ignore[union-attr]
+def asked(skip_spec: bool = True) -> list[tuple[str, str]]:
+    """The requests the replayed slurmrestd saw (but the version's `GET /openapi/v3`)."""
+    return [(m, p) for m, p, _ in _Replay.seen if not (skip_spec and p == versions.SPEC)]
 
 
+def _job_id(name: str, release: str = "22.05") -> str:
+    return re.search(r"/job/(\w+)$", recorded(name, release)["path"]).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("name, state, reason, words", [
     ("job-held", "PENDING", "JobHeldUser", "held by its owner (`scontrol release {id}`)"),
     ("job-dependency", "PENDING", "Dependency", "waiting for the job(s) it depends on to finish"),
@@ -271,9 +297,9 @@ def _job_id(name: str) -> str:
     ("job-failed", "FAILED", "NonZeroExitCode", "the job exited with a non-zero code"),
     ("job-cancelled", "CANCELLED", None, None),
 ])
-def test_status_from_recorded_answers(replay, name, state, reason, words):
-    route(replay, name)
-    job = _job_id(name)
+def test_status_from_recorded_answers(replay, name, state, reason, words, release):
+    route(replay, name, release=release)
+    job = _job_id(name, release)
     found = SlurmRestScheduler().status([job])[job]
     assert (found.state, found.reason, found.source) == (state, reason, "slurmrestd")
     if words:
@@ -284,11 +310,13 @@ def test_status_from_recorded_answers(replay, name, state, reason, words):
         assert found.exit_code == "3:0"
     if state == "RUNNING":
         assert found.nodes and found.time_limit == "5:00"
+    assert asked() == [("GET", recorded(name, release)["path"])]
 
 
-def test_an_array_is_summed_up_and_its_tasks_answer_alone(replay):
-    data = route(replay, "job-array")
-    array = _job_id("job-array")
+@pytest.mark.parametrize("release", RELEASES)
+def test_an_array_is_summed_up_and_its_tasks_answer_alone(replay, release):
+    data = route(replay, "job-array", release=release)
+    array = _job_id("job-array", release)
     found = SlurmRestScheduler().status([array, f"{array}_0", f"{array}_1"])
     assert found[array].state == "RUNNING" and found[f"{array}_0"].state == "RUNNING"
     assert found[f"{array}_1"].state == "PENDING"
@@ -296,21 +324,24 @@ def test_an_array_is_summed_up_and_its_tasks_answer_alone(replay):
     assert len(data["answer"]["jobs"]) >= 2
 
 
-def test_a_job_slurmctld_forgot_is_asked_from_slurmdbd_then_unknown(replay):
-    unknown = route(replay, "job-unknown")
-    assert unknown["status"] >= 400 or errors(unknown["answer"])
-    route(replay, "db-job-unknown")
+@pytest.mark.parametrize("release, version", [("22.05", "v0.0.38"), ("26.05", "v0.0.45")])
+def test_a_job_slurmctld_forgot_is_asked_from_slurmdbd_then_unknown(replay, release, version):
+    unknown = route(replay, "job-unknown", release=release)
+    assert unknown["status"] >= 400 and errors(unknown["answer"])  # 22.05: HTTP 500; 26.05: HTTP 404, both 2017
+    route(replay, "db-job-unknown", release=release)
     found = SlurmRestScheduler().status(["999999"])["999999"]
     assert found.state == "UNKNOWN"
-    assert [(m, p) for m, p, _ in _Replay.seen] == [("GET", "/slurm/v0.0.38/job/999999"),
-                                                    ("GET", "/slurmdb/v0.0.38/job/999999")]
+    # the version once (GET /openapi/v3), then slurmctld, then slurmdbd
+    assert asked(skip_spec=False) == [("GET", "/openapi/v3"), ("GET", f"/slurm/{version}/job/999999"),
+                                      ("GET", f"/slurmdb/{version}/job/999999")]
 
 
-def test_usage_from_slurmdbd_equals_sacct(replay):
-    route(replay, "db-job-completed")
-    job = _job_id("db-job-completed")
+@pytest.mark.parametrize("release", RELEASES)
+def test_usage_from_slurmdbd_equals_sacct(replay, release):
+    route(replay, "db-job-completed", release=release)
+    job = _job_id("db-job-completed", release)
     rest = SlurmRestScheduler().usage(job)
-    sacct = accounting.from_sacct((FIXTURES / "db-job-completed.sacct.txt").read_text(), job)
+    sacct = accounting.from_sacct((RELEASES[release][0] / "db-job-completed.sacct.txt").read_text(), job)
     assert rest is not None and sacct is not None
     assert rest.pop("source") == "slurmdbd" and sacct.pop("source") == "sacct"
     assert rest.pop("cpu_s") == pytest.approx(sacct.pop("cpu_s"), abs=0.01)
@@ -318,34 +349,61 @@ def test_usage_from_slurmdbd_equals_sacct(replay):
     assert rest["max_rss_bytes"] > 50 * 2**20
 
 
-def test_submit_sends_the_script_and_its_fields_with_the_token_in_a_header_only(replay, hpc_home):
+@pytest.mark.parametrize("release, version", [("22.05", "v0.0.38"), ("26.05", "v0.0.45")])
+def test_usage_of_an_array_task_is_its_record_not_its_arrays(replay, release, version):
+    array = _job_id("db-job-array", release)
+    data = route(replay, "db-job-array", path=f"/slurmdb/{version}/job/{array}_0", release=release)
+    used = SlurmRestScheduler().usage(f"{array}_0")
+    assert used is not None and used["source"] == "slurmdbd"
+    task0 = [j for j in data["answer"]["jobs"] if json.dumps(j["array"]["task_id"]) in ("0", json.dumps(
+        {"set": True, "infinite": False, "number": 0}))]
+    assert len(task0) == 1 and str(task0[0]["job_id"]) != array  # the task's own job id is another
+
+
+@pytest.mark.parametrize("release, version", [("22.05", "v0.0.38"), ("26.05", "v0.0.45")])
+def test_submit_sends_the_script_and_its_fields_with_the_token_in_a_header_only(replay, hpc_home, release, version):
     from hpclaunch.submission.submit import dry_run
 
-    route(replay, "submit")
+    route(replay, "submit", path=f"/slurm/{version}/job/submit", release=release)
     prepared = dry_run(resolve("gpt2", "dev-slurm-rest", CliOverrides(preset="tiny", layout="2n1g")))
     job_id = SlurmRestScheduler().submit(prepared.script_path, prepared.run_dir, ["12:any"])
-    assert job_id == str(recorded("submit")["answer"]["job_id"])
-    ((method, path, sent),) = _Replay.seen
-    assert (method, path) == ("POST", "/slurm/v0.0.38/job/submit")
+    assert job_id == str(recorded("submit", release)["answer"]["job_id"])
+    (_, (method, path, sent)) = _Replay.seen
+    assert (method, path) == ("POST", f"/slurm/{version}/job/submit")
     assert sent["x-slurm-user-name"] == "root" and sent["x-slurm-user-token"].count(".") == 2
     assert sent["body"]["script"] == prepared.script
-    assert sent["body"]["job"]["dependency"] == "afterany:12" and sent["body"]["job"]["nodes"] == "2"
+    job = sent["body"]["job"]
+    assert job["dependency"] == "afterany:12" and job["nodes"] == "2"
+    if version == "v0.0.38":
+        assert job["time_limit"] == "00:20:00" and job["environment"]["PATH"]
+    else:  # the data_parser's shapes
+        assert job["time_limit"] == {"set": True, "infinite": False, "number": 20}
+        assert "SLURM_GET_USER_ENV=1" in job["environment"] and job["tres_per_node"] == "gres/gpu:1"
     assert sent["x-slurm-user-token"] not in json.dumps(sent["body"])
     memo = json.loads((prepared.run_dir / "slurm-rest" / "connection.json").read_text())
     assert memo == {"url": Connection.find().url, "token_file": "~/.slurm-jwt"}
 
 
-@pytest.mark.parametrize("name, words, token_hint", [
+@pytest.mark.parametrize("release, name, words, token_hint", [
     # a token slurmctld or slurmdbd refuses (its signature is not the cluster's): slurmrestd 22.05's words
-    ("auth-refused", "slurmctld config is unable to load (Unspecified error, -1)", "may be refused"),
-    ("submit-auth-refused", "Zero Bytes were transmitted or received (5005)", "the token was refused"),
-    ("db-auth-refused", "Protocol authentication error (1007)", "the token was refused"),
-    ("auth-missing", "slurmctld config is unable to load", "may be refused"),
-    ("submit-refused", "Invalid SIGNAL specification (-1); Unable to process key \"signal\"", "may be refused"),
-    ("submit-disabled-field", 'Disabled key: "export" (Operation not permitted, 1)', None),
+    ("22.05", "auth-refused", "slurmctld config is unable to load (Unspecified error, -1)", "may be refused"),
+    ("22.05", "submit-auth-refused", "Zero Bytes were transmitted or received (5005)", "the token was refused"),
+    ("22.05", "db-auth-refused", "Protocol authentication error (1007)", "the token was refused"),
+    ("22.05", "auth-missing", "slurmctld config is unable to load", "may be refused"),
+    ("22.05", "submit-refused", "Invalid SIGNAL specification (-1); Unable to process key \"signal\"",
+     "may be refused"),
+    ("22.05", "submit-disabled-field", 'Disabled key: "export" (Operation not permitted, 1)', None),
+    # 26.05's: HTTP 511 and 1007 from slurmctld; v0.0.38's strings refused, naming the field
+    ("26.05", "submit-auth-refused", "Batch job submission failed (Protocol authentication error, 1007)",
+     "the token was refused"),
+    ("26.05", "job-auth-refused", "Unable to query JobId=1 (Protocol authentication error, 1007)",
+     "the token was refused"),
+    ("26.05", "submit-old-shapes",
+     'Expected integer but got "00:05:00" (Unable to convert Data type, 9202) at job/time_limit', None),
 ])
-def test_refusals_are_errors_with_the_url_and_slurmrestd_words_never_the_token(replay, name, words, token_hint):
-    data = route(replay, name)
+def test_refusals_are_errors_with_the_url_and_slurmrestd_words_never_the_token(replay, release, name, words,
+                                                                                token_hint):
+    data = route(replay, name, release=release)
     token = fake_token()
     with pytest.raises(RestError) as exc:
         Connection.find().request(data["method"], data["path"], {"script": "#!/bin/bash\n"})
@@ -356,12 +414,28 @@ def test_refusals_are_errors_with_the_url_and_slurmrestd_words_never_the_token(r
     assert exc.value.refused_token == (token_hint == "the token was refused")
 
 
-def test_cancel_is_a_delete_and_a_done_job_cancels_quietly(replay):
-    route(replay, "cancel")
-    SlurmRestScheduler().cancel(re.search(r"/job/(\d+)$", recorded("cancel")["path"]).group(1))  # type: ignore[union-attr]
-    route(replay, "cancel-again")
-    SlurmRestScheduler().cancel(re.search(r"/job/(\d+)$", recorded("cancel-again")["path"]).group(1))  # type: ignore[union-attr]
-    assert [m for m, _, _ in _Replay.seen] == ["DELETE", "DELETE"]
+def test_a_job_queued_with_a_field_slurmrestd_could_not_read_is_cancelled_and_said(replay, hpc_home):
+    """26.05 queues a job whose kill_warning_signal it cannot read and says so in `errors` (number 0)."""
+    from hpclaunch.submission.submit import dry_run
+
+    data = route(replay, "submit-refused", release="26.05")
+    job_id = str(data["answer"]["job_id"])
+    replay[("DELETE", f"/slurm/v0.0.45/job/{job_id}")] = recorded("cancel", "26.05")
+    prepared = dry_run(resolve("allreduce", "dev-slurm-rest", CliOverrides(layout="1n1g")))
+    with pytest.raises(CommandError) as exc:
+        SlurmRestScheduler().submit(prepared.script_path, prepared.run_dir)
+    assert (f"slurmrestd queued job {job_id} from POST {Connection.find().url}/slurm/v0.0.45/job/submit but did not "
+            "read all of its description: Unknown signal (null) (No error, 0) at job/kill_warning_signal; the job "
+            "was cancelled") in str(exc.value)
+    assert asked() == [("POST", "/slurm/v0.0.45/job/submit"), ("DELETE", f"/slurm/v0.0.45/job/{job_id}")]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_cancel_is_a_delete_and_a_done_job_cancels_quietly(replay, release):
+    for name in ("cancel", "cancel-again"):
+        route(replay, name, release=release)
+        SlurmRestScheduler().cancel(_job_id(name, release))
+    assert [m for m, _ in asked()] == ["DELETE", "DELETE"]
 
 
 def test_unreachable_slurmrestd_names_the_address(monkeypatch):
@@ -370,19 +444,26 @@ def test_unreachable_slurmrestd_names_the_address(monkeypatch):
         Connection("http://127.0.0.1:9").request("GET", "/slurm/v0.0.38/ping")
 
 
-def test_the_queued_job_of_a_run_directory_is_found_by_its_working_directory():
-    jobs = recorded("jobs")["answer"]
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_queued_job_of_a_run_directory_is_found_by_its_working_directory(release):
+    jobs = recorded("jobs", release)["answer"]
     some = next(j for j in jobs["jobs"] if j.get("current_working_directory"))
     assert answers.job_in(jobs, Path(some["current_working_directory"])) is not None
     assert answers.job_in(jobs, Path("/nowhere")) is None
+    arrays = [j for j in jobs["jobs"] if j["name"] == "fixture-array"]
+    assert {answers.job_in({"jobs": [j]}, Path(j["current_working_directory"])) for j in arrays} == {
+        _job_id("job-array", release)}  # a task's own id gives its array's
 
 
-def test_profiles_check_compares_the_partitions(hpc_home):
+@pytest.mark.parametrize("release, words", [("22.05", "Slurm 22.05.8, OpenAPI v0.0.38"),
+                                            ("26.05", "Slurm 26.05.5, OpenAPI v0.0.45")])
+def test_profiles_check_compares_the_partitions(hpc_home, release, words):
     from hpclaunch.config.loader import load_profile
 
-    checks = answers.partition_checks(recorded("partitions")["answer"], load_profile("dev-slurm-rest"))
+    checks = answers.partition_checks(recorded("partitions", release)["answer"], load_profile("dev-slurm-rest"))
     assert [(c.name, c.ok) for c in checks] == [("partition debug", True)], checks
-    assert answers.release(recorded("ping")["answer"]) == "Slurm 22.05.8, openapi/v0.0.38"
+    assert checks[0].result == "4 nodes x 4 GPUs, 4 CPUs per node, 120 min"
+    assert answers.release(recorded("ping", release)["answer"]) == words
 
 
 def test_the_backend_is_registered_and_slurm_rest_stays_behind_the_interface():

@@ -5,7 +5,8 @@ Covered (each tested against recorded real outputs in tests/fixtures/slurm/, see
 - `squeue --noheader --array --format=SQUEUE_FORMAT` text (what `SlurmScheduler.status` asks for);
 - `sacct --parsable2` text, with its header line or with the field names given;
 - `scontrol show job`, one-liner (`--oneliner`) or multi-line;
-- `squeue --json` / `scontrol show job --json` and `sacct --json` of Slurm 21.08 to 23.11: plain numbers,
+- `squeue --json` / `scontrol show job --json` and `sacct --json` of Slurm 21.08 to 23.11, and slurmrestd's jobs of
+  22.05 and 26.05 (tests/fixtures/slurmrestd/: its job is squeue's, its slurmdbd job sacct's): plain numbers,
   `{"set", "infinite", "number"}` wrappers (23.02+), `job_state` as a string or a list (23.11+), exit codes
   as raw wait statuses (squeue 21.08/22.05) or `{"status", "return_code", "signal"}` objects.
 
@@ -244,6 +245,12 @@ def _num(value: Any) -> int | float | None:
     return value
 
 
+def json_number(value: Any) -> int | float | None:
+    """A number of Slurm's JSON (squeue/sacct --json, slurmrestd), plain or a {"set", "infinite", "number"} wrapper:
+    None when not set, inf when infinite."""
+    return _num(value)
+
+
 def _id(value: Any, zero: bool = False) -> str | None:
     """An id field; None or not set mean "none", and so does 0 for a parent id (array job, het job) but not
     for a task id or het offset (zero=True)."""
@@ -254,7 +261,9 @@ def _id(value: Any, zero: bool = False) -> str | None:
 
 
 def _task_string(task: str) -> str:
-    """sacct --json 22.05 gives pending array tasks as a hex bitmap: "0x7" -> "0-2"; others pass as they are."""
+    """sacct --json 22.05 gives pending array tasks as a hex bitmap: "0x7" -> "0-2"; 23.02 on (slurmrestd v0.0.40
+    on, squeue --json) as the array's text with its limit, "1-3%1" -> "1-3"; others pass as they are."""
+    task = task.split("%", 1)[0]
     if not task.startswith("0x"):
         return task
     try:
@@ -465,8 +474,8 @@ def _parents(array_job_v: Any, task_v: Any, tasks: Any, het_job_v: Any, offset_v
 
 
 def parse_squeue_json(data: str | Mapping[str, Any], now: float | None = None) -> list[SlurmJob]:
-    """`squeue --json` (or `scontrol show job --json`), Slurm 21.08 to 24.x. Elapsed is computed from the start
-    time: up to `now` (default: the clock) while the job runs, to its end time once it ended."""
+    """`squeue --json` (or `scontrol show job --json`, slurmrestd's jobs), Slurm 21.08 to 26.05. Elapsed is computed
+    from the start time: up to `now` (default: the clock) while the job runs, to its end time once it ended."""
     now = time.time() if now is None else now
     jobs = []
     for j in _load(data).get("jobs", []):
@@ -515,7 +524,7 @@ def _local_time(epoch: float) -> str:
 
 
 def parse_sacct_json(data: str | Mapping[str, Any]) -> list[SlurmJob]:
-    """`sacct --json`, Slurm 21.08 to 24.x."""
+    """`sacct --json` (slurmrestd's slurmdbd jobs), Slurm 21.08 to 26.05."""
     jobs = []
     for j in _load(data).get("jobs", []):
         raw = str(j["job_id"])

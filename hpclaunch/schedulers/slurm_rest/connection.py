@@ -38,7 +38,6 @@ URL_VAR = "SLURMRESTD_URL"
 TOKEN_VAR = "SLURM_JWT"
 TOKEN_FILE_VAR = "SLURM_JWT_FILE"
 DEFAULT_URL = "http://127.0.0.1:6820"
-API = "v0.0.38"  # the OpenAPI plugins of Slurm 22.05: v0.0.36 to v0.0.38
 TIMEOUT = 30.0
 MEMO = "connection.json"
 _TOKEN_HINT = (f"set {TOKEN_VAR} (`export $(scontrol token lifespan=86400)` where Slurm's commands are), or "
@@ -47,10 +46,10 @@ _TOKEN_HINT = (f"set {TOKEN_VAR} (`export $(scontrol token lifespan=86400)` wher
 
 # Slurm's error numbers in slurmrestd's answers (slurm_errno.h)
 UNKNOWN_JOB = frozenset({2017, 9003})  # ESLURM_INVALID_JOB_ID; ESLURM_REST_EMPTY_RESULT ("Nothing found")
-# A token slurmctld or slurmdbd refuses reaches the client as one of these in 22.05, never as HTTP 401:
+# A token slurmctld or slurmdbd refuses reaches the client as one of these (22.05 and 26.05), never as HTTP 401:
 # SLURM_PROTOCOL_AUTHENTICATION_ERROR (slurmdbd), SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT (slurmctld hung up)
 REFUSED_TOKEN = frozenset({1007, 5005})
-_INFORMATIONAL = frozenset({2042})  # ESLURM_JOB_HELD: a held job's successful submission says so
+INFORMATIONAL = frozenset({2042})  # ESLURM_JOB_HELD: a held job's successful submission says so (22.05)
 
 
 class RestError(CommandError):
@@ -133,7 +132,9 @@ class Connection:
                                     f"profile's env:) to its address") from None
         answer = _json(raw)
         messages, codes = errors(answer), error_codes(answer)
-        if status >= 400 or (messages and not (answer.get("job_id") and codes <= _INFORMATIONAL)):
+        # a job id means the job is queued, whatever else the answer says (22.05: a held job's 2042; 26.05: a field
+        # it could not read): the caller decides (scheduler._submit cancels it when a field was refused)
+        if status >= 400 or (messages and not answer.get("job_id")):
             if missing_ok and codes and codes <= UNKNOWN_JOB:
                 return answer
             what = "; ".join(messages) or _scrub(raw.decode("utf-8", "replace").strip()[:300], token) or "no message"
@@ -165,15 +166,20 @@ def _errors(answer: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [e for e in found if isinstance(e, Mapping)] if isinstance(found, list) else []
 
 
-def errors(answer: Mapping[str, Any]) -> list[str]:
-    """slurmrestd's ``errors`` array in words: "Unable to find JobId=9 (Invalid job id specified, 2017)"."""
+def errors(answer: Mapping[str, Any], *, skip: frozenset[int] = frozenset()) -> list[str]:
+    """slurmrestd's ``errors`` array in words: "Unable to find JobId=9 (Invalid job id specified, 2017)"; the field
+    it names (v0.0.40 on: ``"source": "#/job/time_limit/"``) after "at". Errors numbered in `skip` are left out."""
     out = []
     for e in _errors(answer):
         text = str(e.get("description") or e.get("error") or "").strip()
         detail = str(e.get("error") or "").strip()
         code = e.get("error_number", e.get("error_code"))
+        if code in skip:
+            continue
         extra = ", ".join(str(x) for x in (detail if detail and detail != text else None, code) if x not in (None, ""))
-        out.append(f"{text} ({extra})" if extra else text)
+        source = str(e.get("source") or "")
+        where = f" at {source.removeprefix('#').strip('/')}" if source.startswith("#/") else ""
+        out.append((f"{text} ({extra})" if extra else text) + where)
     return [m for m in out if m]
 
 

@@ -1,11 +1,13 @@
-"""A job script's ``#SBATCH`` options as slurmrestd's job description (OpenAPI v0.0.38, Slurm 22.05).
+"""A job script's ``#SBATCH`` options as slurmrestd's job description: OpenAPI v0.0.38 (Slurm 22.05-23.11) here,
+v0.0.40 to v0.0.45 (Slurm 23.11-26.05) through typed.py, as versions.py chose for the slurmrestd asked.
 
 slurmrestd does not read the ``#SBATCH`` lines of the script it is given (checked on the dev cluster: a job
 submitted with ``#SBATCH --partition=long --nodes=2`` and no fields ran on one node of the default partition).
 So the lines the Slurm scheduler writes (hpclaunch/schedulers/slurm/scheduler.py `sbatch_options`, the
 profile's ``sbatch_extra``, ``submit --sbatch``) are read back here, as sbatch reads them, and each option
 becomes the field of the same meaning; command-line options (``--dependency``, ``--exclude``) override them as
-they override sbatch's. An option without a field is refused by name before anything is queued.
+they override sbatch's. An option that no version hpclaunch speaks has a field for is refused by name when the job
+script is written; one that the version spoken has none for, when it is submitted (nothing is queued).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hpclaunch.errors import ConfigError
-from hpclaunch.schedulers.slurm_rest.connection import API, TOKEN_VAR
+from hpclaunch.schedulers.slurm_rest import typed
+from hpclaunch.schedulers.slurm_rest.connection import TOKEN_VAR
+from hpclaunch.schedulers.slurm_rest.versions import LEGACY, OURS, span
 
 # --export has no field (slurmrestd refuses it): the variables it names are put into the job's environment
 EXPORT = "export"
@@ -102,13 +106,22 @@ def split(option: str) -> tuple[str, str | None]:
     return name.strip().removeprefix("--"), value if eq else None
 
 
+def takes(name: str, version: str) -> bool:
+    """Whether `version`'s job description has a field for sbatch's --`name` (--export always: the environment)."""
+    return name == EXPORT or (name in FIELDS if version == LEGACY else typed.takes(name, version))
+
+
+def _refuse(name: str, versions: str) -> ConfigError:
+    return ConfigError(f"--{name} has no field in slurmrestd's job description (OpenAPI {versions})",
+                       key=f"#SBATCH --{name}",
+                       hint="drop it from the profile's sbatch_extra or --sbatch, or use the slurm scheduler "
+                            "(sbatch) for this job")
+
+
 def field(name: str) -> str:
-    """The job field of sbatch's --`name`; ConfigError for an option slurmrestd cannot take."""
+    """The v0.0.38 job field of sbatch's --`name`; ConfigError for an option it cannot take."""
     if name not in FIELDS:
-        raise ConfigError(f"--{name} has no field in slurmrestd's job description (OpenAPI {API})",
-                          key=f"#SBATCH --{name}",
-                          hint="drop it from the profile's sbatch_extra or --sbatch, or use the slurm scheduler "
-                               "(sbatch) for this job")
+        raise _refuse(name, LEGACY)
     return FIELDS[name]
 
 
@@ -116,10 +129,11 @@ def field(name: str) -> str:
 _VALUE_FLAGS = frozenset({"get-user-env"})
 
 
-def check_options(names: Iterable[str]) -> None:
+def check_options(names: Iterable[str], version: str | None = None) -> None:
+    """Refuse an option that `version` (None: every version hpclaunch speaks) has no field for."""
     for name in names:
-        if name != EXPORT:
-            field(name)
+        if not any(takes(name, v) for v in ([version] if version else OURS)):
+            raise _refuse(name, version or span(OURS))
 
 
 def exported(value: str, here: Mapping[str, str]) -> dict[str, str]:
@@ -139,19 +153,26 @@ def exported(value: str, here: Mapping[str, str]) -> dict[str, str]:
 
 
 def describe(options: Sequence[str], environment: Mapping[str, str], cwd: str,
-             here: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job description: every option (later ones win, as on sbatch's command line after the script's
-    lines), the job's environment (with what ``--export`` names from `here`, the submitting environment) and
-    its working directory. A flag (no value) is ``true``; a value is passed as the string sbatch would get
-    (slurmrestd parses it with sbatch's own option code)."""
+             here: Mapping[str, str] | None = None, version: str = LEGACY) -> dict[str, Any]:
+    """The job description in `version`: every option (later ones win, as on sbatch's command line after the
+    script's lines), the job's environment (with what ``--export`` names from `here`, the submitting environment)
+    and its working directory. In v0.0.38 a flag (no value) is ``true`` and a value is passed as the string sbatch
+    would get (slurmrestd parses it with sbatch's own option code); from v0.0.40 on typed.py writes each field."""
     job: dict[str, Any] = {}
     env = dict(environment)
-    for option in options:
-        name, value = split(option)
+    pairs = [split(option) for option in options]
+    check_options((name for name, _ in pairs), version)
+    for name, value in pairs:
         if name == EXPORT:
             env.update(exported(value or "", here or {}))
-            continue
-        job[field(name)] = value if value is not None else "" if name in _VALUE_FLAGS else True
+    if version != LEGACY:
+        job = typed.describe([(n, v) for n, v in pairs if n != EXPORT], env, version)
+        job["environment"] = typed.environment(env)
+        job.setdefault("current_working_directory", cwd)
+        return job
+    for name, value in pairs:
+        if name != EXPORT:
+            job[field(name)] = value if value is not None else "" if name in _VALUE_FLAGS else True
     if str(job.get("signal", "")).upper().startswith(("B:", "RB:", "BR:")):
         # sbatch alone takes B: (Slurm 22.05 proc_args.c get_signal_opts); the job script arms its own instead
         raise ConfigError("slurmrestd 22.05 cannot send the warning signal to the batch shell alone "

@@ -1,9 +1,10 @@
-"""slurm-rest: Slurm through slurmrestd's REST API (OpenAPI v0.0.38, Slurm 22.05), for a submitting machine
-without Slurm's commands (a notebook, a gateway) that shares the cluster's filesystem. The job script is the
-Slurm scheduler's (the same options, template parts and context; compute nodes keep srun and scontrol); only
-the submitting side differs: submit, status, cancel, sweeps and accounting are HTTP requests with a JWT
-(connection.py), the ``#SBATCH`` lines become the job description's fields (jobdesc.py), and the answers are
-read as the Slurm scheduler reads squeue/sacct's JSON (answers.py)."""
+"""slurm-rest: Slurm through slurmrestd's REST API, for a submitting machine without Slurm's commands (a notebook, a
+gateway) that shares the cluster's filesystem. The job script is the Slurm scheduler's (the same options, template
+parts and context; compute nodes keep srun and scontrol); only the submitting side differs: submit, status, cancel,
+sweeps and accounting are HTTP requests with a JWT (connection.py) in the newest OpenAPI version both sides speak
+(versions.py: v0.0.38 for Slurm 22.05, v0.0.45 for 26.05; asked once per slurmrestd and command), the ``#SBATCH``
+lines become the job description's fields (jobdesc.py, typed.py), and the answers are read as the Slurm scheduler
+reads squeue/sacct's JSON (answers.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,15 @@ from hpclaunch.schedulers.base import Check, JobStatus
 from hpclaunch.schedulers.slurm.options import dependency_option
 from hpclaunch.schedulers.slurm.scheduler import SlurmScheduler, exclude_option
 from hpclaunch.schedulers.slurm_rest import answers, jobdesc
-from hpclaunch.schedulers.slurm_rest.connection import API, MEMO, Connection, RestError, check_env
+from hpclaunch.schedulers.slurm_rest.connection import (
+    INFORMATIONAL,
+    MEMO,
+    Connection,
+    RestError,
+    check_env,
+    errors,
+)
+from hpclaunch.schedulers.slurm_rest.versions import negotiate, span
 from hpclaunch.state.runfiles import RunFiles, SweepFiles
 
 if TYPE_CHECKING:
@@ -33,8 +42,6 @@ if TYPE_CHECKING:
 USER_ENV = "--get-user-env"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_PREFIX = "HPCLAUNCH_"
-JOB = f"/slurm/{API}/job"
-DB_JOB = f"/slurmdb/{API}/job"
 
 
 def job_environment() -> dict[str, str]:
@@ -129,12 +136,20 @@ class SlurmRestScheduler(SlurmScheduler):
     def _submit(self, script: Path, cwd: Path, options: Sequence[str], connection: Connection,
                 memo_dirs: Sequence[Path] = ()) -> str:
         text = script.read_text(encoding="utf-8")
+        api = negotiate(connection)
         job = jobdesc.describe([USER_ENV, *jobdesc.script_options(text), *options], job_environment(), str(cwd),
-                               os.environ)
-        answer = connection.request("POST", f"{JOB}/submit", {"script": text, "job": job})
+                               os.environ, api.slurm)
+        path = api.ctld("job/submit")
+        answer = connection.request("POST", path, {"script": text, "job": job})
         job_id = str(answer.get("job_id", ""))
         if not job_id.isdigit():
-            raise CommandError(f"slurmrestd answered POST {connection.url}{JOB}/submit without a job id")
+            raise CommandError(f"slurmrestd answered POST {connection.url}{path} without a job id")
+        refused = errors(answer, skip=INFORMATIONAL)
+        if refused:  # queued, but part of the description was not read (26.05): not the job that was asked for
+            connection.request("DELETE", api.ctld(f"job/{job_id}"), missing_ok=True)
+            raise CommandError(f"slurmrestd queued job {job_id} from POST {connection.url}{path} but did not read all "
+                               f"of its description: {'; '.join(refused)}; the job was cancelled",
+                               hint="the message above is slurmrestd's own: change or drop that #SBATCH option")
         for folder in memo_dirs:  # queued now: a memo that cannot be written must not fail the submit
             state = RunFiles(folder).scheduler_state(self.name)
             try:
@@ -168,14 +183,15 @@ class SlurmRestScheduler(SlurmScheduler):
         """slurmctld's view (GET job/ID), then slurmdbd's for what it no longer knows or is completing."""
         from hpclaunch.schedulers.slurm import output
 
+        api = negotiate(connection)
         jobs = [j for base in _bases(ids)
-                for j in output.parse_squeue_json(connection.request("GET", f"{JOB}/{base}", missing_ok=True))]
+                for j in output.parse_squeue_json(connection.request("GET", api.ctld(f"job/{base}"), missing_ok=True))]
         found = output.select(jobs, ids, "slurmrestd")
         missing = [j for j in ids if j not in found or found[j].state == "COMPLETING"]
-        if missing:
+        if missing and api.slurmdb:
             try:
                 done = [j for base in _bases(missing) for j in output.parse_sacct_json(
-                    connection.request("GET", f"{DB_JOB}/{base}", missing_ok=True))]
+                    connection.request("GET", f"/slurmdb/{api.slurmdb}/job/{base}", missing_ok=True))]
             except RestError as exc:
                 if exc.refused_token:
                     raise
@@ -196,12 +212,17 @@ class SlurmRestScheduler(SlurmScheduler):
         return found
 
     def cancel(self, job_id: str) -> None:
-        _job_connection(job_id).request("DELETE", f"{JOB}/{job_id}")
+        connection = _job_connection(job_id)
+        connection.request("DELETE", negotiate(connection).ctld(f"job/{job_id}"))
 
     def usage(self, job_id: str) -> dict[str, Any] | None:
-        """From slurmdbd's record of the job and its steps; None with accounting disabled."""
+        """From slurmdbd's record of the job and its steps; None with accounting disabled (or no slurmdbd paths)."""
+        connection = _job_connection(job_id)
+        path = negotiate(connection).db(f"job/{job_id}")
+        if path is None:
+            return None
         try:
-            answer = _job_connection(job_id).request("GET", f"{DB_JOB}/{job_id}", missing_ok=True)
+            answer = connection.request("GET", path, missing_ok=True)
         except RestError as exc:
             if exc.refused_token:
                 raise
@@ -217,17 +238,19 @@ class SlurmRestScheduler(SlurmScheduler):
             if job_id and job_id.isdigit():
                 return job_id
         connection = Connection.find(_profile_env(run_dir), _memo(run_dir))
-        return answers.job_in(connection.request("GET", f"/slurm/{API}/jobs"), run_dir)
+        return answers.job_in(connection.request("GET", negotiate(connection).ctld("jobs")), run_dir)
 
     # --- profiles check -------------------------------------------------------------------------------------
 
     def check_profile(self, profile: Profile) -> list[Check]:
         connection = Connection.find(profile.env)
         try:
-            answer = connection.request("GET", f"/slurm/{API}/partitions")
+            api = negotiate(connection)
+            answer = connection.request("GET", api.ctld("partitions"))
         except CommandError as exc:
             return [Check("slurmrestd", False, exc.message, exc.hint or "")]
-        checks = [Check("slurmrestd", True, f"answers at {connection.url} ({answers.release(answer)})")]
+        served = f"; it serves {span(api.served)}" if len(api.served) > 1 else ""
+        checks = [Check("slurmrestd", True, f"answers at {connection.url} ({answers.release(answer, api)}{served})")]
         return checks + answers.partition_checks(answer, profile)
 
     def run_probe(self, script: Path, output: Path, profile: Profile, *, timeout: float) -> int:
@@ -246,5 +269,5 @@ class SlurmRestScheduler(SlurmScheduler):
             if found is not None and found.finished:
                 return _exit_status(found)
             time.sleep(2)
-        connection.request("DELETE", f"{JOB}/{job_id}")
+        connection.request("DELETE", negotiate(connection).ctld(f"job/{job_id}"))
         return 124
