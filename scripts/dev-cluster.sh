@@ -45,61 +45,12 @@ REST_USER=slurmrest
 REST_LISTEN=127.0.0.1:6820
 HOSTS_MARK="# hpclaunch-dev-cluster"
 
-T0=$(date +%s.%N)
-die() { echo "dev-cluster: error: $*" >&2; exit 1; }
-elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
-log() { printf '[dev-cluster %5ss] %s\n' "$(elapsed)" "$*"; }
+DEV_NAME=dev-cluster
+# shellcheck source=scripts/dev-cluster/lib.sh
+source "$TPL/lib.sh"  # die, log, wait_for, pid_alive, stop_pidfiles, stop_pidfile, install_text
 
 [ "$(id -u)" = 0 ] || die "must run as root"
 
-# wait_for TIMEOUT_S DESCRIPTION CMD... : poll CMD every 0.2 s until it succeeds.
-wait_for() {
-  local timeout=$1 what=$2; shift 2
-  local end=$(( $(date +%s) + timeout ))
-  until "$@" >/dev/null 2>&1; do
-    if [ "$(date +%s)" -ge "$end" ]; then
-      echo "dev-cluster: timed out after ${timeout}s waiting for: $what" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-# pid_alive PIDFILE [COMM]: the pid in PIDFILE runs (and its /proc comm starts with COMM).
-pid_alive() {
-  local f=$1 comm=${2:-} pid
-  [ -s "$f" ] || return 1
-  pid=$(tr -dc '0-9' <"$f")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  if [ -n "$comm" ]; then
-    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in "$comm"*) ;; *) return 1 ;; esac
-  fi
-}
-
-# stop_pidfiles COMM TIMEOUT PIDFILE...: TERM those daemons together, KILL what still runs after
-# TIMEOUT s (slurmctld and each slurmd take ~2 s to shut down).
-stop_pidfiles() {
-  local comm=$1 timeout=$2 f pid pids=() i alive
-  shift 2
-  for f in "$@"; do
-    if pid_alive "$f" "$comm"; then
-      pid=$(tr -dc '0-9' <"$f")
-      kill -TERM "$pid" 2>/dev/null || true
-      pids+=("$pid")
-    fi
-  done
-  if [ ${#pids[@]} -gt 0 ]; then
-    for ((i = 0; i < timeout * 10; i++)); do
-      alive=0
-      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      [ "$alive" = 0 ] && break
-      sleep 0.1
-    done
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  fi
-  rm -f "$@"
-}
-stop_pidfile() { stop_pidfiles "$2" "${3:-10}" "$1"; }
 slurmd_pidfiles() { local n; for n in "${NODES[@]}"; do echo "$RUN/slurmd-$n.pid"; done; }
 
 # ---------------------------------------------------------------------------- packages
@@ -131,18 +82,6 @@ host_python_bin() {
 }
 
 CHANGED=0
-# install_text DST MODE < content: write only when different; returns 0 when it changed the file.
-install_text() {
-  local dst=$1 mode=$2 tmp
-  tmp=$(mktemp)
-  cat >"$tmp"
-  if [ -f "$dst" ] && cmp -s "$tmp" "$dst"; then
-    rm -f "$tmp"; chmod "$mode" "$dst"; return 1
-  fi
-  install -m "$mode" "$tmp" "$dst"
-  rm -f "$tmp"
-  return 0
-}
 
 # render_conf MODE: slurm.conf with accounting on (slurmdbd) or off (none; gres TRES need slurmdbd).
 render_conf() {
@@ -303,13 +242,7 @@ mariadb_up() {
     --innodb-buffer-pool-size=128M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 \
     --max-connections=100 </dev/null >>"$LOG/mariadb.out" 2>&1 &
   wait_for 60 "MariaDB" db_sql -e 'select 1' || { tail -20 "$LOG/mariadb.log" >&2; die "MariaDB did not start"; }
-  db_sql <<'SQL'
-CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmdev';
-CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmdev';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
-SQL
+  accounting_db_sql | db_sql
 }
 
 mariadb_down() {

@@ -9,7 +9,8 @@
 #
 # 1. the project's Python environment (scripts/install-deps.sh: the venv .venv/, or $HPCLAUNCH_VENV or the active
 #    one; ~2 min cold, ~1 s when up to date), then everything below runs in it
-# 2. the real 4-node Slurm dev cluster (scripts/dev-cluster.sh up: installs what is missing, ~1 min cold)
+# 2. the real 4-node Slurm dev cluster (scripts/dev-cluster.sh up: installs what is missing, ~1 min cold), and the
+#    second one with the newest Slurm (scripts/dev-cluster-sid.sh up: builds its root once, ~2 min; ~1 s when up)
 # 3. the MindSpore venv of the msrun recipe (scripts/install-mindspore.sh: ~1 min cold, < 2 s when present)
 # 4. the import rules of docs/architecture.md (lint-imports, contracts in pyproject.toml)
 # 5. pytest on $HPCLAUNCH_TEST_WORKERS xdist workers (default 4; --quick: 2), each test file whole on one worker
@@ -29,6 +30,7 @@ if [ "$quick" = 1 ]; then
   exec python -m pytest -q -rs -n "${HPCLAUNCH_TEST_WORKERS:-2}" --dist loadfile "${@:-tests/unit}"
 fi
 scripts/dev-cluster.sh up
+scripts/dev-cluster-sid.sh up
 scripts/install-mindspore.sh
 lint-imports
 # Four workers on two cores: most of an integration test is waiting (for the scheduler, a job's ranks, a time

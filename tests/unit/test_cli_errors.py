@@ -76,7 +76,8 @@ def test_unknown_profile(hpclaunch, hpc_home, no_sbatch_path):
         result,
         hpc_home,
         "unknown profile 'nope'; available: ",
-        "dev-slurm, dev-slurm-container, dev-slurm-rest, dev-slurm-ssh, guangzhou-a800, local, local-cuda, musa-s4000",
+        "dev-slurm, dev-slurm-26, dev-slurm-26-rest, dev-slurm-container, dev-slurm-rest, dev-slurm-ssh, "
+        "guangzhou-a800, local, local-cuda, musa-s4000",
     )
 
 

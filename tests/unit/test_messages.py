@@ -184,8 +184,8 @@ def test_unknown_profile_lists_the_available_ones(hpc_home):
     with pytest.raises(NotFoundError) as exc:
         load_profile("nope")
     assert str(exc.value) == (
-        "unknown profile 'nope'; available: ascend-910, cngrid12-v100, dev-slurm, dev-slurm-container, dev-slurm-rest, "
-        "dev-slurm-ssh, guangzhou-a800, local, local-cuda, musa-s4000\n"
+        "unknown profile 'nope'; available: ascend-910, cngrid12-v100, dev-slurm, dev-slurm-26, dev-slurm-26-rest, "
+        "dev-slurm-container, dev-slurm-rest, dev-slurm-ssh, guangzhou-a800, local, local-cuda, musa-s4000\n"
         "  hint: add your own as ~/.config/hpclaunch/cluster_profiles/NAME.yaml"
     )
 
