@@ -34,12 +34,15 @@ from hpclaunch.api.catalog import (
 from hpclaunch.api.housekeeping import (
     CheckpointExport,
     RunExport,
+    Suspect,
     clean_find,
     clean_remove,
+    clear_suspects,
     export,
     export_run,
     resume,
     schema,
+    suspects,
     sync_find,
     sync_upload,
 )
@@ -69,12 +72,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Availability", "Cancellation", "CheckpointExport", "Comparison", "Curves", "ENERGY_HEADERS", "Job",
            "JobLost", "JobRuns", "JobStatus", "JobTimeout", "Listed", "Logs", "Planned", "ProfileCheck",
-           "ProfileEntry", "RECENT", "RecipeEntry", "Report", "RunExport", "Shown", "Status", "SweepComparison",
-           "SweepReport", "Waited", "asked", "avail", "cancel", "check_profile", "clean_find", "clean_remove",
-           "compare", "curves", "diagnose", "encode", "export", "export_run", "fmt", "init_profile", "job", "jobs",
-           "line_json", "logs", "pattern", "plan", "profile", "profiles", "recipe", "recipes", "record_of",
-           "records", "report", "resolve_spec", "resume", "schema", "states", "status", "submit", "submit_request",
-           "sync_find", "sync_upload", "wait"]
+           "ProfileEntry", "RECENT", "RecipeEntry", "Report", "RunExport", "Shown", "Status", "Suspect",
+           "SweepComparison", "SweepReport", "Waited", "asked", "avail", "cancel", "check_profile", "clean_find",
+           "clean_remove", "clear_suspects", "compare", "curves", "diagnose", "encode", "export", "export_run", "fmt",
+           "init_profile", "job", "jobs", "line_json", "logs", "pattern", "plan", "profile", "profiles", "recipe",
+           "recipes", "record_of", "records", "report", "resolve_spec", "resume", "schema", "states", "status",
+           "submit", "submit_request", "suspects", "sync_find", "sync_upload", "wait"]
 
 
 _LAZY = {"JobStatus": "hpclaunch.schedulers.base", "JobLost": "hpclaunch.logs.follow", "JobRuns": "hpclaunch.jobs.sync"}

@@ -108,6 +108,40 @@ def sync_upload(found: list[JobRuns], *, include_synced: bool = False, project: 
     return sync.upload(found, include_synced=include_synced, project=project, entity=entity)
 
 
+@dataclass(frozen=True)
+class Suspect:
+    """A node blamed for a failure, left out of submissions until `until` (epoch seconds): why, by which job, of
+    which scheduler, and the evidence."""
+
+    node: str
+    until: float
+    reason: str
+    job: str
+    scheduler: str | None
+    evidence: str | None
+
+
+def suspects() -> list[Suspect]:
+    """The nodes blamed for recent failures that submissions leave out now (`hpclaunch suspects`)."""
+    from hpclaunch.state import suspects as found
+
+    return [Suspect(node, float(info["until"]), str(info.get("reason") or ""), str(info.get("job") or ""),
+                    info.get("scheduler"), info.get("evidence")) for node, info in sorted(found.load().items())]
+
+
+def clear_suspects(nodes: Sequence[str] = ()) -> list[str]:
+    """Forget these suspects (none named: every one); the nodes forgotten. A node named that is no suspect is
+    the user's error."""
+    from hpclaunch.errors import NotFoundError
+    from hpclaunch.state import suspects as found
+
+    known = found.load()
+    for node in nodes:
+        if node not in known:
+            raise NotFoundError("suspect node", node, known, hint="`hpclaunch suspects` lists them")
+    return found.clear(nodes)
+
+
 def schema(kind: str) -> str:
     """The JSON Schema of a profile or recipe file, as text (for an editor's YAML language server)."""
     from hpclaunch.config.fileschema import schema_text

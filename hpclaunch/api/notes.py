@@ -20,7 +20,7 @@ def submit_notes(spec: JobSpec, after: Sequence[str], dry_run: bool, warnings: S
     if dry_run and per_node:
         lines += _resources(spec) + _checkpointing(spec) + _plan(spec)
     if not dry_run and _excludes_suspects(spec):
-        lines += _excluded()
+        lines += _excluded(spec.profile.scheduler)
     return lines + [f"hpclaunch: warning: {w}" for w in warnings]
 
 
@@ -94,9 +94,11 @@ def _excludes_suspects(spec: JobSpec) -> bool:
     return can(spec.profile.scheduler, "exclude_nodes")
 
 
-def _excluded() -> list[str]:
+def _excluded(scheduler: str) -> list[str]:
     from hpclaunch.state import suspects
 
-    return [f"hpclaunch: excluding suspect node {node} ({info.get('reason')}, job {info.get('job')}) "
-            f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(info['until'])))}"
-            for node, info in sorted(suspects.load().items())]
+    found = suspects.load()
+    return [f"hpclaunch: excluding suspect node {node} ({found[node].get('reason')}, job {found[node].get('job')}) "
+            f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(float(found[node]['until'])))} "
+            "(`hpclaunch suspects --clear NODE` if it is healthy)"
+            for node in suspects.excluded(scheduler)]

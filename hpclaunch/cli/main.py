@@ -13,7 +13,7 @@ from hpclaunch.errors import HpclaunchError
 
 # The modules of hpclaunch/cli/ that define commands (each has `register(group)`). Add yours here.
 MODULES = ("submit", "profiles", "recipes", "status", "cancel", "resume", "logs", "report", "stage", "assets",
-           "export", "plan", "clean", "watch", "schema", "sync", "mcp", "wait", "avail", "ui")
+           "export", "plan", "clean", "watch", "schema", "sync", "mcp", "wait", "avail", "ui", "suspects")
 # Command name -> its module, so that running a command imports only that module (a fast
 # `submit --dry-run`). A command missing here still works: every module is imported to find it.
 COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recipes", "status": "status",
@@ -21,7 +21,7 @@ COMMAND_MODULES = {"submit": "submit", "profiles": "profiles", "recipes": "recip
                    "compare": "report", "stage-assets": "stage", "assets": "assets",
                    "export": "export", "export-run": "export", "plan": "plan", "clean": "clean", "watch": "watch",
                    "schema": "schema", "sync": "sync", "mcp": "mcp", "wait": "wait",
-                   "avail": "avail", "ui": "ui"}
+                   "avail": "avail", "ui": "ui", "suspects": "suspects"}
 
 
 class Group(WholeHelpGroup):

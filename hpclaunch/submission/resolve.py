@@ -427,18 +427,28 @@ def _sbatch(cli: CliOverrides, profile: Profile) -> dict[str, str | None]:
     return options
 
 
-def _inject(cli: CliOverrides) -> str | None:
+def _inject(cli: CliOverrides, ranks: int, nodes: int) -> str | None:
+    """HPCLAUNCH_INJECT checked: its grammar, and that each fault's rank is one the job has (`ranks`), or for a
+    fault before step 0 (sick), a node of its allocation (`nodes`, spares included)."""
     if not cli.inject:
         return None
-    from hpclaunch.config.faults import ENV, parse_list
+    from hpclaunch.config.faults import BEFORE_START, ENV, parse_list
 
     try:
-        parse_list(cli.inject)
+        faults = parse_list(cli.inject)
     except ValueError as exc:
         raise ConfigError(f"{exc} (in {ENV}={cli.inject[:80]!r})", key=ENV,
                           hint="give KIND:RANK:STEP[,KIND:RANK:STEP...] with KIND hang, crash, kill, nodefail or slow; "
                                "e.g. HPCLAUNCH_INJECT=kill:1:20,nodefail:0:40 (docs/troubleshooting.md), or unset it"
                           ) from None
+    for f in faults:
+        node = f.kind in BEFORE_START
+        have = nodes if node else ranks
+        if f.rank >= have:
+            what = "node" if node else "rank"
+            raise ConfigError(f"{ENV}={cli.inject[:80]!r}: {f} names {what} {f.rank}, but the job has {have} "
+                              f"{what}s (0 to {have - 1})", key=ENV,
+                              hint=f"name a {what} the job has, or unset {ENV}")
     return cli.inject
 
 
@@ -636,6 +646,7 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
     name = cli.name or recipe.name
     if not _JOB_NAME.match(name):
         raise ConfigError(f"job name {name!r} may hold only letters, digits and _ . + -", key="name")
+    spares = _spare_nodes(cli, profile, partition, layout.nodes)
     values = dict(name=name, recipe=recipe, recipe_dir=str(src.dir), preset=preset, profile=profile,
                   profile_ref=profile_ref, partition=partition, nodes=layout.nodes,
                   gpus_per_node=layout.gpus_per_node, time=time,
@@ -645,9 +656,9 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
                   resources=_resources(cli, recipe, profile, partition, layout),
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,
-                  tracking={"wandb": _wandb(recipe, profile)}, inject=_inject(cli), sbatch=_sbatch(cli, profile),
-                  restarts=_restarts(recipe, profile), notify=_notify(recipe, profile),
-                  spare_nodes=_spare_nodes(cli, profile, partition, layout.nodes))
+                  tracking={"wandb": _wandb(recipe, profile)}, sbatch=_sbatch(cli, profile),
+                  restarts=_restarts(recipe, profile), notify=_notify(recipe, profile), spare_nodes=spares,
+                  inject=_inject(cli, layout.world_size, layout.nodes + spares))
     return validate(JobSpec, values, file="(resolved job spec)")
 
 

@@ -147,3 +147,26 @@ def test_jobs_asks_the_scheduler_once(home: Path, monkeypatch: pytest.MonkeyPatc
     assert len(rows) == 501
     assert calls.count("squeue") == 1 and calls.count("sacct") <= 1 and calls.count("scontrol") <= 1, calls
     assert {r["job_id"]: r["state"] for r in rows}[real] != "UNKNOWN"
+
+
+def test_exclusions_that_leave_too_few_nodes_are_refused_before_queueing(home: Path) -> None:
+    """Suspects (and --exclude) that leave the partition fewer nodes than the job asks for: refused with the nodes
+    named, not Slurm's bare "Requested node configuration is not available"; `hpclaunch suspects` shows and clears
+    them."""
+    from hpclaunch.state import suspects
+
+    fixtures = str(Path(__file__).resolve().parents[1] / "fixtures")
+    env = {"HPCLAUNCH_PATH": fixtures, "HPCLAUNCH_SCHEDULER": "slurm"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        suspects.remember(["node1", "node2", "node3"], "device error (Xid 79)", "4242")
+        mp.delenv("HPCLAUNCH_SCHEDULER")
+        res = CliRunner().invoke(cli, ["submit", "allreduce", "--profile", "dev-slurm", "--layout", "2n1g"])
+        assert res.exit_code == 2, res.output
+        assert "asks for 2 node(s) of partition debug" in res.output and "node1, node2, node3" in res.output, res.output
+        assert not list(registry.all_records())  # nothing queued, nothing recorded
+        shown = CliRunner().invoke(cli, ["suspects"]).output
+        assert "node2" in shown and "device error (Xid 79)" in shown, shown
+        assert CliRunner().invoke(cli, ["suspects", "--clear", "node2"]).exit_code == 0
+        assert suspects.excluded("slurm") == ["node1", "node3"]

@@ -502,3 +502,32 @@ def test_a_nul_byte_in_a_profile_is_refused_where_it_is_read(hpclaunch, hpc_home
     for args in (("profiles", "check", str(path)), ("submit", str(ALLREDUCE), "--profile", str(path))):
         _error(hpclaunch(*args), str(path), key, "NUL byte")
     _nothing_left(hpc_home)
+
+
+def test_an_injected_fault_on_a_rank_the_job_does_not_have_is_refused(hpclaunch, hpc_home, monkeypatch):
+    monkeypatch.setenv("HPCLAUNCH_INJECT", "kill:5:3")
+    _error(hpclaunch("submit", str(ALLREDUCE), "--profile", "local", "--layout", "1n2g"),
+           "HPCLAUNCH_INJECT", "kill:5:3 names rank 5, but the job has 2 ranks (0 to 1)")
+    monkeypatch.setenv("HPCLAUNCH_INJECT", "sick:1:0")  # before step 0: a node of the allocation
+    _error(hpclaunch("submit", str(ALLREDUCE), "--profile", "local", "--layout", "1n2g"),
+           "sick:1:0 names node 1, but the job has 1 nodes")
+    _nothing_left(hpc_home)
+
+
+def test_a_rehearsal_and_a_local_job_mark_no_node_suspect(hpc_home):
+    """An injected fault was made on a healthy node, and a local job's "node" is this machine: neither is
+    remembered; a Slurm job's real fault is, and only Slurm submissions leave it out."""
+    from hpclaunch import api
+    from hpclaunch.state import suspects
+
+    assert "rehearsal" in suspects.not_remembered({"HPCLAUNCH_INJECT": "kill:1:8", "HPCLAUNCH_SCHEDULER": "slurm"})
+    assert "does not leave nodes out" in suspects.not_remembered({"HPCLAUNCH_SCHEDULER": "local"})
+    assert suspects.not_remembered({"HPCLAUNCH_SCHEDULER": "slurm"}) is None
+    os.environ["HPCLAUNCH_SCHEDULER"] = "slurm"
+    try:
+        suspects.remember(["node3"], "device error", "12")
+    finally:
+        del os.environ["HPCLAUNCH_SCHEDULER"]
+    assert suspects.excluded("slurm") == suspects.excluded("slurm-rest") == ["node3"]
+    assert [s.node for s in api.suspects()] == ["node3"] and api.suspects()[0].scheduler == "slurm"
+    assert api.clear_suspects() == ["node3"] and api.suspects() == []

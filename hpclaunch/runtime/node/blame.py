@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     if found is None:
         return 0
     try:
-        suspects.remember(found.nodes, found.reason, job_id, hours=args.hours)
+        if (why := suspects.not_remembered()) is None:
+            suspects.remember(found.nodes, found.reason, job_id, hours=args.hours)
+        else:
+            print(f"hpclaunch: {','.join(found.nodes)} not remembered as suspect: {why}", file=sys.stderr)
     except OSError as exc:  # an unwritable home must not stop the retry
         print(f"hpclaunch: could not remember suspect nodes: {exc}", file=sys.stderr)
     print(",".join(found.nodes))

@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                dropped=_nodes(args.dropped), relaunches=args.relaunches, max_restarts=args.max)
     if found is not None:
         try:
-            suspects.remember(found.nodes, found.reason, job_id, hours=args.hours)
+            if (why := suspects.not_remembered()) is None:
+                suspects.remember(found.nodes, found.reason, job_id, hours=args.hours)
+            else:
+                print(f"hpclaunch: {','.join(found.nodes)} not remembered as suspect: {why}", file=sys.stderr)
         except OSError as exc:  # an unwritable home must not stop the recovery
             print(f"hpclaunch: could not remember suspect nodes: {exc}", file=sys.stderr)
     if d.action == "relaunch" and found is not None:

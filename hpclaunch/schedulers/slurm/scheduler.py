@@ -165,13 +165,14 @@ def sbatch_lines(options: dict[str, str | None]) -> list[str]:
             for k, v in sorted(options.items())]
 
 
-def exclude_option(script: Path, also: Sequence[str] = (), read: Callable[[Path], str] | None = None) -> list[str]:
+def exclude_option(script: Path, also: Sequence[str] = (), read: Callable[[Path], str] | None = None,
+                   scheduler: str = "slurm") -> list[str]:
     """``--exclude=`` for the nodes blamed for recent failures (hpclaunch/state/suspects.py) and `also` (`resume
     --exclude`), joined with the script's own ``#SBATCH --exclude`` (an sbatch option given on the command line
     replaces it)."""
     from hpclaunch.state import suspects
 
-    nodes = sorted({*suspects.excluded(), *split_nodes(join_nodes(*also))})
+    nodes = sorted({*suspects.excluded(scheduler), *split_nodes(join_nodes(*also))})
     if not nodes:
         return []
     text = read(script) if read else script.read_text(encoding="utf-8")
@@ -255,7 +256,30 @@ class SlurmScheduler(Scheduler):
 
     def submit(self, script: Path, run_dir: Path, after: Sequence[str] = ()) -> str:
         excluded = exclude_option(script, read=self.host.read_text)
+        if excluded:
+            self.check_room(self.host.read_text(script), split_nodes(excluded[0].split("=", 1)[1]))
         return self._sbatch(["sbatch", "--parsable", *dependency_option(after), *excluded, str(script)])
+
+    def check_room(self, text: str, excluded: Sequence[str]) -> None:
+        """A LimitError, before anything is queued, when the nodes left out (suspects, --exclude) leave the job's
+        partition fewer nodes than it asks for: Slurm would only say "Requested node configuration is not
+        available". Nothing when sinfo cannot tell."""
+        asked = dict(line[len("#SBATCH --"):].split("=", 1) for line in text.splitlines()
+                     if line.startswith("#SBATCH --") and "=" in line)
+        count = re.match(r"\d+", asked.get("nodes", "1"))
+        want = int(count.group()) if count else 1
+        part = asked.get("partition", "").strip("'\"")
+        proc = self.host.run(["sinfo", "-h", "-N", "-o", "%N", *(["-p", part] if part else [])], check=False)
+        nodes = set(proc.stdout.split())
+        out = sorted(nodes & set(excluded))
+        if nodes and len(nodes) - len(out) < want:
+            from hpclaunch.errors import LimitError
+
+            raise LimitError(f"the job asks for {want} node(s) of partition {part or '(default)'}, which has "
+                             f"{len(nodes)}; {len(out)} of them are left out ({', '.join(out)}: suspect nodes and "
+                             f"--exclude), so {len(nodes) - len(out)} remain",
+                             hint="`hpclaunch suspects` shows why each is a suspect and `hpclaunch suspects --clear "
+                                  "NODE` forgets one that is healthy again; or ask for fewer nodes")
 
     def _sbatch(self, argv: list[str]) -> str:
         """Run sbatch --parsable; the job id it answered. Over SSH, without the session's SSH_* variables: sbatch
