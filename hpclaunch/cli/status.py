@@ -142,6 +142,8 @@ def _print_job(v: JobView) -> None:
     _print_timeline(v.timeline)
     if v.health:
         click.echo(f"  node health: {words.health(v.health)}")
+    for found in v.stalls:
+        click.echo(f"  STALLED: {words.stall(found)}; the hang watchdog ends it when it stays so")
     for found in v.stragglers:
         click.echo(f"  straggler: {words.straggler(found)}")
     if v.sweep_id:

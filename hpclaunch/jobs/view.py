@@ -97,6 +97,16 @@ class JobView:
         return stragglers.find(RunFiles(self.run_dir))
 
     @cached_property
+    def stalls(self) -> list[dict[str, Any]]:
+        """A running job's ranks whose progress has stopped, before the watchdog ends them
+        (hpclaunch/state/stragglers.py `stalled`)."""
+        if self.status.state != "RUNNING" or self.is_sweep:
+            return []
+        import time
+
+        return stragglers.stalled(RunFiles(self.run_dir), time.time())
+
+    @cached_property
     def health(self) -> dict[str, Any] | None:
         """The newest node health verdict before step 0 (RUN_DIR/health/restart-<R>.json), or None."""
         return health_verdict(RunFiles(self.run_dir))
@@ -112,7 +122,7 @@ class JobView:
                "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
                "goodput": None if self.is_sweep else self.goodput, "recoveries": self.recoveries,
                "provenance": self.provenance, "wandb": self.wandb, "health": self.health,
-               "stragglers": self.stragglers}
+               "stragglers": self.stragglers, "stalls": self.stalls}
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out

@@ -42,11 +42,13 @@ class Row:
     losses: tuple[float, ...] = ()
     finished: bool = False
     stragglers: str = ""  # "rank1@node2 3.1x" (a running job's, hpclaunch/state/stragglers.py)
+    stalls: str = ""  # "rank1@node2 64s" (a running job's ranks without progress, stragglers.stalled)
 
     def cells(self) -> tuple[str, ...]:
         eta = "" if self.eta_s is None else seconds(self.eta_s)
         elapsed = _span(self.elapsed) + (f"/{_span(self.limit)}" if self.limit else "")
-        state = self.state + (f" straggler {self.stragglers}" if self.stragglers else "")
+        state = self.state + (f" STALLED {self.stalls}" if self.stalls else "") + \
+            (f" straggler {self.stragglers}" if self.stragglers else "")
         return (self.job, state, elapsed, _step(self),
                 _num(self.loss), _rate(self.tokens_per_s), eta, sparkline(self.losses))
 
@@ -151,6 +153,7 @@ def row(v: JobView) -> Row:
         out.eta_s = None if s.finished else _eta(train, total)
     if not s.finished:
         out.stragglers = ", ".join(f"rank{f['rank']}@{f['host'] or '?'} {f['ratio']}x" for f in v.stragglers)
+        out.stalls = ", ".join(f"rank{f['rank']}@{f['host'] or '?'} {f['stalled_s']:.0f}s" for f in v.stalls)
     return out
 
 
@@ -196,6 +199,8 @@ def plain_lines(rows: Sequence[Row], now: str) -> list[str]:
         for key, value in zip(("elapsed", "step", "loss", "tok/s", "eta"), r.cells()[2:7], strict=True):
             if value:
                 parts.append(f"{key} {value}")
+        if r.stalls:
+            parts.append(f"stalled {r.stalls.replace(', ', ',').replace(' ', ':')}")
         if r.stragglers:
             parts.append(f"straggler {r.stragglers.replace(', ', ',').replace(' ', ':')}")
         out.append(" ".join(parts))

@@ -74,6 +74,37 @@ def find(run: RunFiles, factor: float | None = None) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -r["step_s"])
 
 
+STALL_FACTOR = 5.0  # a rank whose phase has not changed for this many median steps has stalled ...
+STALL_MIN_S = 30.0  # ... and for at least this long (a checkpoint save or an evaluation takes a while)
+QUIET_PHASES = {"done", "init", "checkpoint", "eval"}
+WAITING = {"collective", "forward", "backward"}  # phases a rank waits in for its peers (progress.WAITING_PHASES)  # a rank in these is not judged (or ended, or busy on purpose)
+
+
+def stalled(run: RunFiles, now: float) -> list[dict[str, Any]]:
+    """The ranks of a running job whose progress has stopped, before the hang watchdog ends them: a rank whose
+    phase has not changed for STALL_FACTOR x the median step's wall time (over the ranks' windows) and at least
+    STALL_MIN_S: rank, host, restart, step, phase, stalled_s, median_step_s; longest first. [] before the ranks
+    have a window of steps (the first steps, the imports and the warm-up are not judged)."""
+    records = _records(run)
+    steps = [seconds / n for n, seconds, _ in filter(None, map(_window, records))]
+    if not steps:
+        return []
+    median = statistics.median(steps)
+    limit = max(STALL_FACTOR * median, STALL_MIN_S)
+    out = [{"rank": rec["rank"], "host": rec.get("host"), "restart": rec["restart"], "step": rec.get("step"),
+            "phase": rec.get("phase"), "stalled_s": round(now - float(rec["t"]), 1), "median_step_s": round(median, 3)}
+           for rec in records if isinstance(rec.get("t"), (int, float)) and rec.get("phase") not in QUIET_PHASES
+           and now - float(rec["t"]) > limit]
+    # the rank stuck outside a collective first: the others wait for it there
+    return sorted(out, key=lambda r: (r["phase"] in WAITING, -r["stalled_s"]))
+
+
+def describe_stall(found: dict[str, Any]) -> str:
+    """rank 1 on node2: no progress for 64 s in data at step 12 (the median step takes 0.31 s)"""
+    return (f"rank {found['rank']} on {found['host'] or '?'}: no progress for {found['stalled_s']:.0f} s in "
+            f"{found['phase']} at step {found['step']} (the median step takes {found['median_step_s']:.3g} s)")
+
+
 def describe(found: dict[str, Any]) -> str:
     """rank 1 on node2: 0.52 s/step, 3.1x the median 0.17 s (last 10 steps)"""
     return (f"rank {found['rank']} on {found['host'] or '?'}: {found['step_s']:.3g} s/step, {found['ratio']}x the "

@@ -98,3 +98,37 @@ def test_watch_lines_name_the_straggler():
     assert row.cells()[1] == "RUNNING straggler rank1@node2 3.1x"
     (line,) = plain_lines([row], "12:00:00")
     assert line.endswith("straggler rank1@node2:3.1x")
+
+
+def test_a_rank_without_progress_is_flagged_before_the_watchdog_ends_it(tmp_path):
+    """A hung rank: no phase change for many times the median step (and at least STALL_MIN_S): named, the one
+    stuck outside a collective first; a rank saving a checkpoint, one just slow, and a job without a window of
+    steps yet are not."""
+    import json
+    import time
+
+    from hpclaunch.state import stragglers
+    from hpclaunch.state.runfiles import RunFiles
+
+    run = RunFiles(tmp_path)
+    now = time.time()
+
+    def record(rank, phase, quiet_s, win=(5, 1.5, 0.5)):
+        path = run.progress_file(rank, 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"rank": rank, "step": 12, "phase": phase, "t": now - quiet_s, "host": f"node{rank}",
+                                    "win": list(win)}))
+
+    record(0, "collective", 99.0)  # waits for rank 1 in the all-reduce
+    record(1, "data", 100.0)  # hung in its data loader
+    record(2, "checkpoint", 500.0)  # saving: busy on purpose
+    record(3, "forward", 5.0)  # fine
+    found = stragglers.stalled(run, now)
+    assert [(f["rank"], f["phase"]) for f in found] == [(1, "data"), (0, "collective")], found
+    assert found[0]["stalled_s"] == 100.0 and found[0]["median_step_s"] == 0.3
+    assert stragglers.describe_stall(found[0]) == ("rank 1 on node1: no progress for 100 s in data at step 12 "
+                                                    "(the median step takes 0.3 s)")
+    assert stragglers.stalled(run, now - 75) == []  # 25 s: under STALL_MIN_S, not yet
+    for rank in range(4):
+        record(rank, "data", 100.0, win=(1, 0.3, 0.1))  # the first steps: no window to judge by
+    assert stragglers.stalled(run, now) == []
