@@ -6,10 +6,12 @@
   inside one allocation are not), from its job script's start to its last end; x the nodes it holds (spares
   included: they idle while they wait to replace a node);
 - **productive**: the training spans (first step to the launch's end, each restart) less the time checkpoints
-  blocked training and less the work done again after a fault (the steps between the checkpoint a restart
-  resumed from and where the run before it had got to, at the run's mean step time);
+  blocked training, less the time the ranks made no progress before a launch that did not finish ended (a hang
+  until the watchdog, a stall: from the last phase change of any rank, its progress records, to the launch's end)
+  and less the work done again after a fault (the steps between the checkpoint a restart resumed from and where
+  the run before it had got to, at the run's mean step time while it progressed);
 - the rest, in wall seconds: `startup` (job script to the first step, the first step excluded, each restart),
-  `health` (the node health checks), `checkpoint_blocked`, `recomputed`, `recovery` (between the end of one
+  `health` (the node health checks), `checkpoint_blocked`, `hung`, `recomputed`, `recovery` (between the end of one
   launch and the start of the next in the same allocation), `other` (what no stamp accounts for); and in node
   seconds `spares_idle`. Time in the queue is outside any allocation: `queued_s` (the first job) and
   `queued_retries_s` (every later one) are listed beside the ledger, not in it.
@@ -30,7 +32,7 @@ from hpclaunch.state.runfiles import RunFiles
 # the timeline spans of the start-up, the first step (it trains) and the health checks (their own line) excluded
 _STARTUP_SPANS = tuple(timeline.SPANS[p] for p in timeline.STARTUP if p not in ("first_step", "health_checked"))
 _WORDS = {"startup": "start-up", "health": "health checks", "checkpoint_blocked": "checkpoints blocking",
-          "recomputed": "work done again", "recovery": "recovery"}
+          "hung": "no progress (hang)", "recomputed": "work done again", "recovery": "recovery"}
 HEALTH_SPAN = timeline.SPANS["health_checked"]  # the node health checks before the launch
 
 
@@ -80,8 +82,10 @@ def _steps(last_step: Mapping[int, int], checkpoints: Sequence[Mapping[str, Any]
 
 
 def ledger(restarts: Sequence[Mapping[str, Any]], checkpoints: Sequence[Mapping[str, Any]],
-           last_step: Mapping[int, int], *, nodes: int, spare_nodes: int = 0) -> dict[str, Any] | None:
-    """The ledger of a run (see the module's docstring); None before any part of it ran."""
+           last_step: Mapping[int, int], *, nodes: int, spare_nodes: int = 0,
+           hung: Mapping[int, float] | None = None) -> dict[str, Any] | None:
+    """The ledger of a run (see the module's docstring); None before any part of it ran. `hung`: restart ->
+    seconds its ranks made no progress before its launch ended (`hung_s`)."""
     allocated, queued, queued_later = _allocated(restarts)
     if allocated <= 0:
         return None
@@ -90,16 +94,19 @@ def ledger(restarts: Sequence[Mapping[str, Any]], checkpoints: Sequence[Mapping[
     startup = sum(_startup(e) for e in restarts)
     health = sum(d.get(HEALTH_SPAN, 0.0) for d in durations)
     blocked = sum(float(c.get("blocked_s") or 0.0) for c in checkpoints)
+    stuck = min(sum((hung or {}).values()), max(0.0, training - blocked))
+    moving = training - stuck  # the training time while steps advanced: a hang says nothing of a step's time
     ran, again = _steps(last_step, checkpoints)
-    recomputed = min(training - blocked, again * training / ran) if training > blocked and ran else 0.0
-    productive = max(0.0, training - blocked - recomputed)
+    recomputed = min(moving - blocked, again * moving / ran) if moving > blocked and ran else 0.0
+    productive = max(0.0, moving - blocked - recomputed)
     recovery = _recovery(restarts)
     other = max(0.0, allocated - training - startup - health - recovery)
     goodput = productive * nodes / (allocated * (nodes + spare_nodes))
     return {"goodput": round(goodput, 4), "allocated_s": round(allocated, 3), "nodes": nodes,
             "spare_nodes": spare_nodes, "productive_s": round(productive, 3),
             "lost_s": {"startup": round(startup, 3), "health": round(health, 3),
-                       "checkpoint_blocked": round(blocked, 3), "recomputed": round(recomputed, 3),
+                       "checkpoint_blocked": round(blocked, 3), "hung": round(stuck, 3),
+                       "recomputed": round(recomputed, 3),
                        "recovery": round(recovery, 3), "other": round(other, 3)},
             "spares_idle_node_s": round(allocated * spare_nodes, 3), "recomputed_steps": again,
             "queued_s": round(queued, 3), "queued_retries_s": round(queued_later, 3)}
@@ -136,6 +143,20 @@ def last_steps(files: RunFiles) -> dict[int, int]:
     return out
 
 
+def hung_s(files: RunFiles, restarts: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """restart -> seconds from the last progress of any of its ranks (a phase change, progress records) to the end
+    of its launch, for a launch that did not finish (no rank reached `done`): a hang the watchdog ended, a stall
+    a node fault or a cancel ended. A launch that finished has none."""
+    out: dict[int, float] = {}
+    for entry in restarts:
+        end = entry["phases"].get("finished")
+        records = files.progress_records(int(entry["restart"])) if end is not None else {}
+        moved = [float(t) for r in records.values() if isinstance(t := r.get("t"), (int, float)) and t > 0]
+        if moved and not any(r.get("phase") == "done" for r in records.values()):
+            out[int(entry["restart"])] = max(0.0, float(end) - max(moved))
+    return out
+
+
 def nodes_of(layout: str) -> int:
     """The nodes of a layout (`2n8g` -> 2); 1 for anything else (an own script's record)."""
     head = layout.split("n", 1)[0]
@@ -149,7 +170,8 @@ def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0,
     caller loaded them already."""
     restarts = timeline.load(files) if restarts is None else restarts
     saved = load_checkpoints(files) if saved is None else saved
-    return ledger(restarts, saved, last_steps(files), nodes=nodes, spare_nodes=spare_nodes)
+    return ledger(restarts, saved, last_steps(files), nodes=nodes, spare_nodes=spare_nodes,
+                  hung=hung_s(files, restarts))
 
 
 def describe(led: Mapping[str, Any]) -> str:

@@ -27,7 +27,8 @@ JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 LOG_TAIL = 40  # lines of each log shown
 CHARTS = {"loss": "loss", "throughput": "tokens/s"}
 LEDGER = (("startup", "start-up"), ("health", "health checks"), ("checkpoint_blocked", "checkpoints blocking"),
-          ("recomputed", "work done again"), ("recovery", "recovery"), ("other", "other"))
+          ("hung", "no progress (hang)"), ("recomputed", "work done again"), ("recovery", "recovery"),
+          ("other", "other"))
 
 
 def view_of(job: str) -> JobView:

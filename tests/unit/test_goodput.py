@@ -76,3 +76,26 @@ def test_a_retry_is_a_second_allocation_and_its_queue_is_listed_apart(tmp_path: 
 
 def test_nothing_ran_yet_has_no_ledger(tmp_path: Path) -> None:
     assert goodput.of_run(_run(tmp_path, [("submitted", 0, "100", 0)], [], {}), nodes=1) is None
+
+
+def test_a_hang_counts_as_lost_not_as_training(tmp_path: Path) -> None:
+    """A launch whose ranks stopped making progress 64 s before the watchdog ended it: those 64 s are `hung`, not
+    productive (it said 89.4 % before), and the recomputed work is priced at the step time while it moved."""
+    stamps = [("submitted", 0, "100", -5), ("started", 0, "100", 0)]
+    stamps += [(p, 0, "100", t) for p, t in START] + [("finished", 0, "100", 78)]
+    files = _run(tmp_path, stamps, [], {0: 20})
+    hung_at = 1_700_000_000 + 78 - 64  # rank 0 waited in the all-reduce, rank 1 hung in data: none moved since
+    for rank, phase in ((0, "collective"), (1, "data")):
+        record = json.dumps({"rank": rank, "step": 20, "phase": phase, "t": hung_at - rank * 0.5, "host": "node1"})
+        (files.progress / f"rank-{rank}.restart-0.json").write_text(record.ljust(256))
+    led = goodput.of_run(files, nodes=1)
+    assert led is not None
+    assert led["lost_s"]["hung"] == pytest.approx(64)
+    # training: data_ready 11 -> 78 = 67 s, of which 64 s hung: 3 s moved
+    assert led["productive_s"] == pytest.approx(67 - 64) and led["goodput"] == pytest.approx(3 / 78, abs=1e-4)
+    assert "no progress (hang) 1m04s" in goodput.describe(led)
+    # the same launch ended with every rank done: no hang
+    for rank in (0, 1):
+        record = json.dumps({"rank": rank, "step": 20, "phase": "done", "t": hung_at, "host": "node1"})
+        (files.progress / f"rank-{rank}.restart-0.json").write_text(record.ljust(256))
+    assert goodput.of_run(files, nodes=1)["lost_s"]["hung"] == 0
