@@ -70,7 +70,7 @@ _RESTART_LINE = re.compile(rb"^hpclaunch: job \S+ restart (\d+) ", re.MULTILINE)
 # return code", srun's task line): an inference from the exit code, weaker than what a rank printed itself
 _EXIT_SUMMARY = re.compile(
     r"exitcode\s*:|\(exitcode: -?\d+\)|Signal \d+ \(SIG\w+\) received by PID|return code = -?\d+"
-    r"|[Ee]xit(?:ed with exit)? code")
+    r"|[Ee]xit(?:ed with exit)? code|WorkerExitError: msrun worker rank")
 _JOB_STATES = {"TIMEOUT": "slurm_timeout", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail",
                "OUT_OF_MEMORY": "host_oom", "DEADLINE": "slurm_timeout"}
 # The rank a line names: "[rank3]:", "[Rank 3]", "[PG 1 Rank 3]", "RankID:3", "[3] is setting up NCCL", "rank=3"
@@ -102,7 +102,8 @@ _LAUNCHER_LINE = re.compile(r"^(?:srun|slurmstepd|hpclaunch)\b")
 _SUSPICIOUS = re.compile(
     rb"(?i)\b(?:error|errno|fail(?:ed|ure)?|fatal|abort(?:ed)?|exception|killed|denied|refused|unable|cannot"
     rb"|can't|could not|couldn't|invalid|timed? ?out|not found|no such|panic|terminate[ds]?|assert\w*|segfault)\b")
-_CANDIDATES_SHOWN = 12
+_CANDIDATES_SHOWN = 24
+_PER_SOURCE = 3
 # A line that says it is a warning (after a rank echo or a time stamp): "WARNING: ...", "2024-01-02 03:04 WARN ..."
 _WARNING = re.compile(rb"^(?:[\s\d:.,/\[\]T-]*(?:WARNING|Warning|WARN)\b|[\w.-]+: warning: )")
 
@@ -133,6 +134,7 @@ class RankScan:
     primary: Hit | None = None
     secondary: Hit | None = None
     hits: list[Hit] = field(default_factory=list)
+    summary: Hit | None = None  # a launcher's note of this rank's exit code (msrun's worker wrapper)
 
 
 @dataclass
@@ -312,7 +314,8 @@ def scan_rank(lf: LogFile) -> RankScan:
         base, data = _read_ends(lf.path, TAIL_BYTES)
         hits = scan_bytes(data, base, str(lf.path))
     scan = RankScan(lf.rank, str(lf.path), lf.path.stat().st_mtime, hits=hits)
-    scan.primary = _first_cause(hits)
+    scan.primary = _first_cause([h for h in hits if not _EXIT_SUMMARY.search(h.line)])
+    scan.summary = next((h for h in hits if _EXIT_SUMMARY.search(h.line)), None)
     scan.secondary = next((h for h in hits if not BY_NAME[h.rule].primary), None)
     return scan
 
@@ -568,29 +571,31 @@ class _Evidence:
         return found + ([batch] if batch else [])
 
     def candidates(self, d: Diagnosis) -> list[dict[str, Any]]:
-        """The other evidence, best first: each source's causes (one line per class), then, when there are no other
-        causes, the first line of the cascade in each source."""
+        """The other evidence, best first: each source's (rank log's, the batch output's) causes, strongest and
+        earliest first, one line per class, up to _PER_SOURCE of them; a source with no cause of its own gives the
+        first line of its cascade. The sources in the order of their best line (_Evidence.order)."""
         chosen = (d.cause, d.file, d.error)
-        primary = [h for hits in [*self.hits_of.values(), self.batch_hits] for h in hits if BY_NAME[h.rule].primary]
-        pool = [h for h in primary if (h.rule, h.file, h.line) != chosen]
-        if not pool:  # nothing else went wrong on its own: the cascade, one line per source
-            pool = [h for s in self.scans if (h := s.secondary)]
-            pool += [h for h in self.batch_hits if not BY_NAME[h.rule].primary][:1]
-            pool = [h for h in pool if (h.rule, h.file, h.line) != chosen]
+        groups: list[list[Hit]] = []
+        for hits in [*self.hits_of.values(), self.batch_hits]:
+            causes = sorted((h for h in hits if BY_NAME[h.rule].primary), key=lambda h: (_strength(h), h.offset))
+            cascade = [h for h in hits if not BY_NAME[h.rule].primary][:1]
+            picked: list[Hit] = []
+            for h in causes or cascade:
+                if h.rule not in {p.rule for p in picked} and len(picked) < _PER_SOURCE:
+                    picked.append(h)
+            if picked:
+                groups.append(picked)
         out: list[dict[str, Any]] = []
-        classes: set[tuple[str, str]] = set()
-        for h in sorted(pool, key=self.order):
-            if (h.rule, h.file) in classes:
-                continue
-            classes.add((h.rule, h.file))
-            rank = _line_rank(h.line)
-            out.append({"class": h.rule, "line": h.line, "file": h.file,
-                        "rank": self.rank_of.get(h.file) if rank is None else rank,
-                        "layer": GROUPS.get(BY_NAME[h.rule].layer), "primary": BY_NAME[h.rule].primary,
-                        "generic": h.generic})
-            if len(out) >= _CANDIDATES_SHOWN:
-                break
-        return out
+        for group in sorted(groups, key=lambda g: self.order(g[0])):
+            for h in group:
+                if (h.rule, h.file, h.line) == chosen:
+                    continue
+                rank = self.rank_of.get(h.file)
+                out.append({"class": h.rule, "line": h.line, "file": h.file,
+                            "rank": _line_rank(h.line) if rank is None else rank,
+                            "layer": GROUPS.get(BY_NAME[h.rule].layer), "primary": BY_NAME[h.rule].primary,
+                            "generic": h.generic})
+        return out[:_CANDIDATES_SHOWN]
 
 
 def _progress_host(run_dir: Path, rank: int, restart: int) -> str | None:
@@ -676,12 +681,21 @@ def _warned_cause(ev: _Evidence) -> Diagnosis | None:
     return _best_cause(ev, 2)
 
 
+def _failed_first(ev: _Evidence) -> int | None:
+    """The rank the launcher saw fail first: torchrun's root cause, else the first rank whose exit code its wrapper
+    noted (msrun's workers)."""
+    if ev.root:
+        return int(ev.root["rank"])
+    noted = [s for s in ev.scans if s.summary is not None]
+    return min(noted, key=lambda s: (s.mtime, s.rank)).rank if noted else None
+
+
 def _own_evidence(ev: _Evidence) -> Diagnosis | None:
-    """4. torchrun names the first rank to fail, and only its exit code: what that rank printed itself (a
+    """4. The launcher names the first rank to fail, and only its exit code: what that rank printed itself (a
     collective timeout, a lost peer) is the cause, before the exit code is read as a signal or as silence."""
-    if not ev.root:
+    rank = _failed_first(ev)
+    if rank is None:
         return None
-    rank = int(ev.root["rank"])
     own = next((s for s in ev.scans if s.rank == rank and s.secondary is not None), None)
     if own is None:
         return None
@@ -696,6 +710,11 @@ def _own_evidence(ev: _Evidence) -> Diagnosis | None:
 def _exit_summary(ev: _Evidence) -> Diagnosis | None:
     """5. Only the launcher's summary says why: an exit code read as a cause (-9: the OOM killer; 127: not found)."""
     hit = _first_cause([h for h in ev.batch_hits if _EXIT_SUMMARY.search(h.line)])
+    noted = sorted((s for s in ev.scans if s.summary is not None), key=lambda s: (s.mtime, s.rank))
+    if not hit and noted:
+        hit = noted[0].summary
+        assert hit is not None
+        return ev.verdict(BY_NAME[hit.rule], hit, noted[0].rank, 0.3)
     if not hit:
         return None
     rank = int(ev.root["rank"]) if ev.root else None

@@ -93,7 +93,7 @@ SCAN_KEYS: tuple[bytes, ...] = (
     # libraries and packages
     b"GLIBC", b"CXXABI", b"shared object", b"shared librar", b"load library", b"load any of", b"dlopen",
     b"VersionConflict", b"undefined symbol", b"ncompatib", b"NumPy 1", b"requires", b"No module named",
-    b"cannot import", b"DistributionNotFound",
+    b"cannot import", b"DistributionNotFound", b"Exit:", b"Exit\n", b"Failure:", b"Unsupported:", b"Iteration",
     # data, assets, tokenizers, training
     b"couldn't", b"Couldn't", b"outgoing traffic", b"ffline", b"not a valid model", b"Cannot find the requested",
     b"service not known", b"name resolution", b"huggingface.co", b"Max retries", b"okenizer", b"sentencepiece",
@@ -976,6 +976,14 @@ RULES: tuple[Rule, ...] = (
         "(`hpclaunch recipes show RECIPE` lists the keys)",
         layer="launch",
     ),
+    Rule(  # hpclaunch's msrun worker wrapper (runtime/node/msrun_worker.py): the only word of a silent worker
+        "exited",
+        "a rank exited with an error code and no error message",
+        _re(r"WorkerExitError: msrun worker rank \S+ exited with code -?\d+"),
+        "look at the last lines of its log (`hpclaunch logs JOB --rank R --tail 50`); a signal or os._exit ends a "
+        "rank silently",
+        layer="code", generic=True,
+    ),
     Rule(
         "python_error",
         "the training script raised an exception",
@@ -986,6 +994,16 @@ RULES: tuple[Rule, ...] = (
         ),
         "read the traceback above this line in the rank's log (`hpclaunch logs JOB --rank R --tail 50`)",
         layer="code", generic=True,
+    ),
+    Rule(  # the same class: an exception whose name does not end in Error or Exception (a module's own, SystemExit)
+        "python_error",
+        "the training script raised an exception",
+        _re(r"^\s*" + RANK_PREFIX.decode() + r"(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*[a-z])[A-Z]\w*: \S",
+            r"^\s*" + RANK_PREFIX.decode()
+            + r"[A-Z]\w*(?:Exit|Failure|Fault|Timeout|Iteration|Unsupported)(?::[^\n]*)?$"),
+        "read the traceback above this line in the rank's log (`hpclaunch logs JOB --rank R --tail 50`)",
+        layer="code", generic=True,
+        examples=("torch._dynamo.exc.Unsupported: call_function UserDefinedClassVariable", "SystemExit: 2"),
     ),
 )
 

@@ -1,7 +1,16 @@
-"""`hpclaunch logs --diagnose` inside real torchrun jobs (local profile): a rank prints failure output recorded
-from a real cluster (tests/fixtures/failures, SOURCES.md says where each came from) and exits 1 or aborts
-(SIGABRT, as torch's NCCL watchdog does), so torchrun's real ChildFailedError summary ("Root Cause ... exitcode")
-surrounds it. The diagnosis must name the rank's own evidence, not "exited without an error message"."""
+"""`hpclaunch logs --diagnose` inside real jobs (local profile): ranks print failure output recorded from a real
+cluster (tests/fixtures/failures, SOURCES.md says where each came from) and exit 1 or abort (SIGABRT, as torch's
+NCCL watchdog does), so the launcher's real summary (torchrun's ChildFailedError "Root Cause ... exitcode", msrun's
+worker wrapper) surrounds it.
+
+- JOBS: one rank prints, the other waits: the diagnosis must name the rank's own evidence, not "exited without an
+  error message".
+- CLASSES: every class of the corpus (and of the rules that have no recorded file yet, from their own examples) is
+  printed by one rank of a real job: eight ranks a job, each with another class, under torchrun, the DeepSpeed
+  launcher or msrun as the excerpt came from (msrun where MindSpore's venv is installed, else torchrun). Each rank's
+  own evidence (the cause, or a candidate from its log) must be its class.
+
+12 jobs in all, ~31 CPU s (the jobs' processes included) and ~24 s wall on a 2-core machine (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
+MSRUN = Path("/opt/hpclaunch-venvs/mindspore/bin/msrun")
+RANKS_PER_JOB = 8
 
 # recorded file, rank that prints it, end (exit 1 or abort), expected: cause, operation, seq_num, timeout_ms
 JOBS = {
@@ -67,3 +78,95 @@ def test_diagnosis_names_the_ranks_own_evidence(jobs: tuple[Path, dict[str, str]
     assert "Root Cause (first observed failure)" in next(out).read_text()  # the real summary was there
     text = cli(home, "logs", ids[key], "--diagnose").stdout
     assert "without an error message" not in text and f"on rank {rank}" in text
+
+
+def _excerpts() -> dict[str, tuple[str, str]]:
+    """Each class -> (its excerpt: a dev file of the corpus, its own log if it can be, else the first rule example
+    of a class with no dev file; the launcher it came from: msrun, deepspeed or torchrun). Held-out files are not
+    used here: they measure the rules (benchmarks/diagnose_accuracy.py)."""
+    from hpclaunch.logs.rules import RULES
+
+    files = json.loads((FIXTURES / "failures" / "split.json").read_text())["files"]
+    dev = sorted((not e["where"].startswith(("rank", "only", "msrun")), name, e) for name, e in files.items()
+                 if e["part"] == "dev")
+    out: dict[str, tuple[str, str]] = {}
+    for _, name, e in dev:
+        if e["class"] not in out:
+            launcher = ("msrun" if e["where"].startswith("msrun") or "mindspore" in name or "mindact" in name
+                        else "deepspeed" if "deepspeed" in name or "_ds" in name else "torchrun")
+            out[e["class"]] = (str(FIXTURES / "failures" / name), launcher)
+    for rule in RULES:
+        if rule.name not in out and rule.examples:
+            out[rule.name] = ("example:" + rule.examples[0], "torchrun")
+    if not MSRUN.exists():
+        out = {c: (f, "torchrun" if launcher == "msrun" else launcher) for c, (f, launcher) in out.items()}
+    return out
+
+
+EXCERPTS = _excerpts()
+BATCHES: dict[str, tuple[str, list[str]]] = {}
+for _launcher in ("torchrun", "deepspeed", "msrun"):
+    _classes = sorted(c for c, (_, launcher) in EXCERPTS.items() if launcher == _launcher)
+    for _i in range(0, len(_classes), RANKS_PER_JOB):
+        BATCHES[f"{_launcher}-{_i // RANKS_PER_JOB}"] = (_launcher, _classes[_i:_i + RANKS_PER_JOB])
+
+
+@pytest.fixture(scope="module")
+def class_jobs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """One real job per batch of classes, each rank printing one class's excerpt, all submitted before waiting."""
+    home = tmp_path_factory.mktemp("home")
+    examples = tmp_path_factory.mktemp("examples")
+    ids = {}
+    for key, (launcher, classes) in BATCHES.items():
+        paths = []
+        for cls in classes:
+            source = EXCERPTS[cls][0]
+            if source.startswith("example:"):  # a class with no recorded dev file: its rule's own example
+                (examples / f"{cls}.log").write_text(source.removeprefix("example:") + "\n")
+                source = str(examples / f"{cls}.log")
+            paths.append(source)
+        args = ["--mode", "recorded", "--files", *paths]
+        extra = ["--set", f"launcher={launcher}"] + (["--set", "python_env=mindspore"] if launcher == "msrun" else [])
+        done = cli(home, "submit", "failmodes", "--profile", "local", "--layout", f"1n{len(classes)}g", *extra,
+                   "--set", f"args={json.dumps(args)}", "--parsable")
+        assert done.returncode == 0, done.stderr
+        ids[key] = done.stdout.strip()
+    for job in ids.values():
+        cli(home, "logs", job, "--follow")
+    return home, ids
+
+
+def _rank_of(file: str | None) -> int | None:
+    name = Path(file or "").name
+    for prefix in ("rank-", "worker_"):
+        if name.startswith(prefix):
+            return int(name.removeprefix(prefix).split(".")[0])
+    return None
+
+
+def test_every_class_is_in_a_batch() -> None:
+    from hpclaunch.logs.rules import RULES
+
+    corpus = {e["class"] for e in json.loads((FIXTURES / "failures" / "split.json").read_text())["files"].values()}
+    batched = [c for _, classes in BATCHES.values() for c in classes]
+    assert len(batched) == len(set(batched)) and corpus | {r.name for r in RULES if r.examples} <= set(batched)
+
+
+@pytest.mark.parametrize("key", sorted(BATCHES))
+def test_each_class_inside_a_real_job(class_jobs: tuple[Path, dict[str, str]], key: str) -> None:
+    home, ids = class_jobs
+    launcher, classes = BATCHES[key]
+    done = cli(home, "logs", ids[key], "--diagnose", "--json")
+    assert done.returncode == 0, done.stderr
+    d = json.loads(done.stdout)
+    assert d["state"] == "FAILED" and 0 < d["confidence"] <= 1, d
+    found: dict[int, str] = {}
+    for c in [{"class": d["cause"], "file": d["file"]}, *d["candidates"]]:
+        rank = _rank_of(c["file"])
+        if rank is not None:
+            found.setdefault(rank, c["class"])
+    assert found == dict(enumerate(classes)), (launcher, d["cause"], d["candidates"])
+    assert d["cause"] in classes
+    if launcher != "msrun":  # torchrun's (and the DeepSpeed launcher's) real summary was there
+        out = next((home / "runs").glob(f"*/logs/job.{ids[key]}.out")).read_text()
+        assert "Root Cause (first observed failure)" in out

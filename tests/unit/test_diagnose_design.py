@@ -48,7 +48,8 @@ def test_a_specific_cause_has_a_high_confidence_and_names_the_others(tmp_path: P
     assert (d.cause, d.rank, d.layer) == ("device_oom", 1, "resources")
     assert d.confidence == 0.9
     assert "it tried to allocate 2.00 GiB with 1.2 GiB free of 79.1 GiB" in d.hint
-    assert [(c["class"], c["rank"]) for c in d.candidates] == [("python_error", 2)]
+    # the others' causes first, then the cascade of a rank that had none of its own
+    assert [(c["class"], c["rank"]) for c in d.candidates] == [("python_error", 2), ("peer_failed", 0)]
     assert set(d.candidates[0]) >= {"class", "line", "file", "rank"}
 
 
