@@ -76,8 +76,8 @@ def find(run: RunFiles, factor: float | None = None) -> list[dict[str, Any]]:
 
 STALL_FACTOR = 5.0  # a rank whose phase has not changed for this many median steps has stalled ...
 STALL_MIN_S = 30.0  # ... and for at least this long (a checkpoint save or an evaluation takes a while)
-QUIET_PHASES = {"done", "init", "checkpoint", "eval"}
-WAITING = {"collective", "forward", "backward"}  # phases a rank waits in for its peers (progress.WAITING_PHASES)  # a rank in these is not judged (or ended, or busy on purpose)
+QUIET_PHASES = {"done", "init", "checkpoint", "eval"}  # a rank in these is not judged (ended, or busy on purpose)
+WAITING = {"collective", "forward", "backward"}  # phases a rank waits in for its peers (progress.WAITING_PHASES)
 
 
 def stalled(run: RunFiles, now: float) -> list[dict[str, Any]]:
