@@ -92,10 +92,6 @@ _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds")
 _ABORT = re.compile(r"Aborted|SIGABRT|terminate called")
 # A Python exception that only carries a collective's failure (the timeout in the same log is the cause)
 _COLLECTIVE_WRAPPER = re.compile(r"Hccl|HCCL|NCCL|ACL stream|DistBackendError|ProcessGroup|communicator|c10d")
-# The program a "not found" line names: bash's "NAME: command not found", execve's and a script's "NAME: No such
-# file or directory", sh's "1: NAME: not found", setsid's "failed to execute NAME"
-_PROGRAM = re.compile(r"([^\s:]+): command not found|execve\(\): ([^:\n]+): No such file"
-                      r"|line \d+: ([^\s:]+): No such file|^\S+: \d+: ([^\s:]+): not found|failed to execute ([^\s:]+)")
 # Launcher and Slurm lines: they report an exit, not a lost peer
 _LAUNCHER_LINE = re.compile(r"^(?:srun|slurmstepd|hpclaunch)\b")
 # Lines worth quoting when no rule knows the failure (the words of any error, in any case)
@@ -541,8 +537,6 @@ class _Evidence:
             d.error, d.file = hit.line, hit.file
         if not rule.job_level:
             d.waiting_ranks = sorted(s.rank for s in self.scans if s.rank != rank and s.primary is None)
-        if rule.name == "command_not_found" and (program := _first(_PROGRAM, context)):
-            d.title = f"the job could not find {program}"
         if rule.name == "collective_timeout":
             _describe_collective(d, context)
             if hit and hit.file in self.hits_of:  # a rank's own log: the others' logs say who did not report it

@@ -28,6 +28,10 @@ _GLIBC = re.compile(r"((?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’]? not found(?: \(re
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|packages that were not found in your environment: ([\w., -]+)")
 _SLURM_REASON = re.compile(r"(?:submission failed|Unable to create step for job \d+|Unable to allocate resources"
                            r"|Unable to create job step): (.+)$")
+# The program a "not found" line names: bash's "NAME: command not found", execve's and a script's "NAME: No such
+# file or directory", sh's "1: NAME: not found", setsid's "failed to execute NAME"
+_PROGRAM = re.compile(r"([^\s:]+): command not found|execve\(\): ([^:\n]+): No such file"
+                      r"|line \d+: ([^\s:]+): No such file|^\S+: \d+: ([^\s:]+): not found|failed to execute ([^\s:]+)")
 _ALLOCATE = re.compile(r"Tried to allocate ([\d.]+ [KMGT]i?B)")
 _DEVICE_FREE = re.compile(r"total capacity of ([\d.]+ [KMGT]i?B) of which ([\d.]+ [KMGT]i?B) is free"
                           r"|([\d.]+ [KMGT]i?B) total capacity; [^;]*; [^;]*; ([\d.]+ [KMGT]i?B) free")
@@ -241,6 +245,15 @@ def _duplicate(line: str, context: list[str], facts: Facts) -> tuple[str | None,
         else (None, None)
 
 
+def _program(line: str, context: list[str], facts: Facts) -> tuple[str | None, str | None]:
+    """command_not_found: the program the first "not found" line of the context names."""
+    for text in context:
+        m = _PROGRAM.search(text)
+        if m:
+            return f"the job could not find {next(g for g in m.groups() if g is not None)}", None
+    return None, None
+
+
 def _asset(line: str, context: list[str], facts: Facts) -> tuple[str | None, str | None]:
     m = _REPO.search(" ".join(context))
     name = next((g for g in m.groups() if g), None) if m else None
@@ -302,7 +315,8 @@ _REFINE: dict[str, Callable[[str, list[str], Facts], tuple[str | None, str | Non
     "cuda_arch_mismatch": _arch, "shared_library_missing": _library, "glibc_version": _glibc,
     "module_missing": _module, "package_version": _package, "step_creation_failed": _slurm_reason,
     "node_config_unavailable": _slurm_reason, "slurm_refused": _slurm_reason, "duplicate_gpu": _duplicate,
-    "asset_missing": _asset, "nan_loss": _nan, "tokenizer_error": _tokenizer, "container_failed": _container,
+    "command_not_found": _program, "asset_missing": _asset, "nan_loss": _nan, "tokenizer_error": _tokenizer,
+    "container_failed": _container,
 }
 
 
