@@ -95,11 +95,10 @@ def _profiles(given: Sequence[str]) -> list[str]:
 def _scheduler(p: Profile) -> Scheduler:
     """The profile's scheduler, over SSH where the profile has a login node (remote:)."""
     from hpclaunch.schedulers import get_scheduler
+    from hpclaunch.submission.overssh import profile_target
 
-    r = p.remote
-    where = None if r is None else {"host": r.host, "user": r.user, "port": r.port, "identity": r.identity,
-                                    "known_hosts": r.known_hosts}
-    return get_scheduler(p.scheduler, where)
+    where = profile_target(p)
+    return get_scheduler(p.scheduler, None if where is None else where.to_dict())
 
 
 def _partitions(p: Profile) -> list[PartitionAvail]:

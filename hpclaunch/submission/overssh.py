@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hpclaunch.config.jobspec import JobSpec
+    from hpclaunch.config.profile import Profile
     from hpclaunch.submission.submit import Submission
 
 DEFAULT_REMOTE_ROOT = "~/.hpclaunch/runs"
@@ -36,7 +37,12 @@ DEFAULT_REMOTE_ROOT = "~/.hpclaunch/runs"
 
 def target(spec: JobSpec) -> Target | None:
     """The login node of the spec's profile (`remote:`), None for a profile without one."""
-    r = spec.profile.remote
+    return profile_target(spec.profile)
+
+
+def profile_target(profile: Profile) -> Target | None:
+    """The login node of a profile (`remote:`), None for a profile without one."""
+    r = profile.remote
     if r is None:
         return None
     return Target(host=r.host, user=r.user, port=r.port, identity=r.identity, known_hosts=r.known_hosts)
