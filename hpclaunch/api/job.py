@@ -99,18 +99,13 @@ class Job:
         failed job: look at ``.state``. Raises JobTimeout after `timeout` seconds, JobLost when the scheduler
         stops knowing it."""
         from hpclaunch.jobs.state import statuses
-        from hpclaunch.logs.follow import JobLost
-
         record = self._record()
         watched = [record, *[e._record() for e in self.elements]]
         deadline = None if timeout is None else time.monotonic() + timeout
         unknown = 0
         while True:
             found = statuses(watched)
-            unknown = unknown + 1 if any(s.state == "UNKNOWN" for s in found.values()) else 0
-            if unknown >= UNKNOWN_LIMIT:
-                raise JobLost(f"job {record.job_id}: the scheduler no longer knows it ({unknown} checks in a row)",
-                              hint=f"`hpclaunch status {record.job_id}` shows what is known")
+            unknown = still_known(unknown, any(s.state == "UNKNOWN" for s in found.values()), record.job_id)
             if all(found[r.job_id].finished for r in watched[1:] or watched):
                 return found[record.job_id] if len(watched) == 1 else _sweep_status(record.job_id, found, watched)
             if deadline is not None and time.monotonic() >= deadline:
@@ -186,6 +181,18 @@ class Job:
         record = self._record()
         (view,) = views([(record, sweep_elements(record))])
         return view.to_dict()
+
+
+def still_known(unknown: int, now_unknown: bool, job_id: str) -> int:
+    """The count of scheduler answers in a row that did not know the job, after one more; JobLost at
+    UNKNOWN_LIMIT (a wait that polls gives up rather than wait forever for a job nobody knows)."""
+    unknown = unknown + 1 if now_unknown else 0
+    if unknown >= UNKNOWN_LIMIT:
+        from hpclaunch.logs.follow import JobLost
+
+        raise JobLost(f"job {job_id}: the scheduler no longer knows it ({unknown} checks in a row)",
+                      hint=f"`hpclaunch status {job_id}` shows what is known")
+    return unknown
 
 
 def _sweep_status(sweep_id: str, found: dict[str, JobStatus], watched: list[JobRecord]) -> JobStatus:

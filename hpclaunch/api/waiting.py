@@ -19,7 +19,6 @@ STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "
           "OUT_OF_MEMORY")
 UNTIL = (END, CHANGE, *STATES)
 POLL_S, POLL_MAX_S = 2.0, 15.0  # the first interval between scheduler calls, and the longest after a quiet spell
-UNKNOWN_LIMIT = 10  # calls in a row that the scheduler does not know the job before wait gives up
 EXIT = {"reached": 0, "ended": 1, "timeout": 124}  # `hpclaunch wait`'s exit code by outcome (124 as timeout(1))
 
 
@@ -68,8 +67,8 @@ def wait(job: str, until: str = END, timeout: float | None = None, *,
     now) or ends, or `timeout` seconds have passed (None: no limit). `on_change(status, seconds)` is called with
     each state seen, the first included; `on_poll(status, seconds)` after every call to the scheduler (progress).
     JobLost when the scheduler stops knowing the job."""
+    from hpclaunch.api.job import still_known
     from hpclaunch.jobs.state import statuses
-    from hpclaunch.logs.follow import JobLost
     from hpclaunch.state import registry
 
     until = check_until(until)
@@ -91,10 +90,7 @@ def wait(job: str, until: str = END, timeout: float | None = None, *,
         if on_poll is not None:
             on_poll(now, waited)
         first = first or now.state
-        unknown = unknown + 1 if now.state == "UNKNOWN" else 0
-        if unknown >= UNKNOWN_LIMIT:
-            raise JobLost(f"job {record.job_id}: the scheduler no longer knows it ({unknown} checks in a row)",
-                          hint=f"`hpclaunch status {record.job_id}` shows what is known")
+        unknown = still_known(unknown, now.state == "UNKNOWN", record.job_id)
         outcome = _outcome(until, first, now)
         if outcome is None and timeout is not None and waited >= timeout:
             outcome = "timeout"
