@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# hpclaunch dev cluster: a real 4-node Slurm 22.05 cluster on this one machine (Debian 12, root,
-# no systemd). Each node's slurmd runs in its own network namespace (10.77.0.K) and UTS namespace
+# hpclaunch dev cluster: a real Slurm 22.05 cluster of 4 nodes (or N: up --nodes N) on this one machine (Debian 12,
+# root, no systemd). Each node's slurmd runs in its own network namespace (10.77.0.K) and UTS namespace
 # (hostname nodeK); the controller, slurmdbd and MariaDB run on the host (10.77.0.254 = hpcctl), and
 # slurmrestd (the REST API, JWT auth) on 127.0.0.1:6820.
 # See docs/dev-cluster.md.
 #
-#   scripts/dev-cluster.sh up [--no-accounting]   start (idempotent; a no-op when already up)
+#   scripts/dev-cluster.sh up [--no-accounting] [--nodes N]   start (idempotent; a no-op when already up);
+#                                                  N nodes (1-253): partitions debug and long keep node[1-4], and
+#                                                  beyond 4 a partition scale holds node[1-N]; without --nodes a
+#                                                  running cluster keeps its size, a stopped one gets 4
 #   scripts/dev-cluster.sh down [--purge]          stop daemons, jobs, namespaces (--purge: also state + DB)
-#   scripts/dev-cluster.sh restart [--no-accounting]
+#   scripts/dev-cluster.sh restart [--no-accounting] [--nodes N]
 #   scripts/dev-cluster.sh status                  daemons + sinfo (exit 0 only when all is up)
 #   scripts/dev-cluster.sh accounting on|off|status   switch slurmdbd accounting in slurmctld
 #   scripts/dev-cluster.sh token [LIFESPAN_S]      a JWT for root for slurmrestd (prints SLURM_JWT=...)
@@ -16,7 +19,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TPL="$HERE/dev-cluster"
 
-NODES=(node1 node2 node3 node4)
+DEFAULT_NODES=4  # a stopped cluster starts with these; the tests' partitions debug and long hold node[1-4]
+MAX_NODES=253    # one address each in 10.77.0.0/24 (.254 is the host)
+NODES=()
 CTL_NAME=hpcctl
 BRIDGE=hpcbr0
 SUBNET=10.77.0
@@ -40,6 +45,7 @@ DB_SOCK=$RUN/mysqld.sock
 DB_PID=$RUN/mysqld.pid
 DB_PORT=3307
 MODE_FILE=$LIB/accounting-mode
+COUNT_FILE=$RUN/node-count  # the running cluster's size (under /run: gone with `down`, so the next `up` has 4)
 JWT_KEY=$ETC/jwt_hs256.key
 REST_USER=slurmrest
 REST_LISTEN=127.0.0.1:6820
@@ -49,9 +55,47 @@ DEV_NAME=dev-cluster
 # shellcheck source=scripts/dev-cluster/lib.sh
 source "$TPL/lib.sh"  # die, log, wait_for, pid_alive, stop_pidfiles, stop_pidfile, install_text
 
-[ "$(id -u)" = 0 ] || die "must run as root"
+# A usage error: one line, exit 2 (as hpclaunch's own).
+usage_error() { echo "$DEV_NAME: error: $*" >&2; exit 2; }
+
+# check_count WHERE VALUE: VALUE is a node count this machine's network takes (1-MAX_NODES), else exit 2.
+check_count() {
+  [[ "$2" =~ ^[0-9]+$ ]] && [ "${#2}" -le 4 ] && [ "$2" -ge 1 ] && [ "$2" -le "$MAX_NODES" ] \
+    || usage_error "$1: '$2' is not a node count: give a whole number from 1 to $MAX_NODES (one address each in" \
+                   "$SUBNET.0/24), e.g. --nodes 64"
+}
+
+# set_nodes N: NODES=(node1 ... nodeN), NODE_RANGE (node[1-N]) and TEST_RANGE (the tests' node[1-4], or fewer).
+set_nodes() {
+  local k
+  NODES=()
+  for ((k = 1; k <= $1; k++)); do NODES+=("node$k"); done
+  NODE_RANGE=$(range "$1") TEST_RANGE=$(range $(( $1 < DEFAULT_NODES ? $1 : DEFAULT_NODES )))
+}
+range() { if [ "$1" = 1 ]; then echo node1; else echo "node[1-$1]"; fi; }
+running_count() { local c; c=$(cat "$COUNT_FILE" 2>/dev/null || true); [[ "$c" =~ ^[0-9]+$ ]] && echo "$c" || echo "$DEFAULT_NODES"; }
+
+# Parse the command line before anything runs: a bad one changes nothing.
+parse_up_args() {
+  UP_MODE=on UP_COUNT=
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --no-accounting) UP_MODE=off ;;
+      --accounting) UP_MODE=on ;;
+      --nodes) [ $# -ge 2 ] || usage_error "up --nodes: give a node count, e.g. --nodes 64"
+               check_count "up --nodes" "$2"; UP_COUNT=$2; shift ;;
+      --nodes=*) check_count "up --nodes" "${1#--nodes=}"; UP_COUNT=${1#--nodes=} ;;
+      *) usage_error "up: unknown option $1 (options: --no-accounting, --accounting, --nodes N)" ;;
+    esac
+    shift
+  done
+}
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 slurmd_pidfiles() { local n; for n in "${NODES[@]}"; do echo "$RUN/slurmd-$n.pid"; done; }
+# every node namespace there is, the cluster's or one left from a bigger one (hpc-node1 ... hpc-nodeK)
+present_nodes() { local f; for f in /run/netns/"${NS_PREFIX}"node*; do [ -e "$f" ] && echo "${f##*/"$NS_PREFIX"}"; done; }
 
 # ---------------------------------------------------------------------------- packages
 ensure_packages() {
@@ -86,8 +130,17 @@ CHANGED=0
 # render_conf MODE: slurm.conf with accounting on (slurmdbd) or off (none; gres TRES need slurmdbd).
 render_conf() {
   local type=accounting_storage/none tres="# AccountingStorageTRES needs slurmdbd"
+  # @NODES@ is node[1-4], or node[1-N] (up --nodes N); the tests' partitions debug and long keep node[1-4], and
+  # beyond 4 nodes a partition scale holds them all (benchmarks/scale.py). 4 nodes render today's file byte for byte.
+  local scale=""
   if [ "$1" = on ]; then type=accounting_storage/slurmdbd tres=AccountingStorageTRES=gres/gpu; fi
-  sed -e "s|@ACCT_TYPE@|$type|" -e "s|@ACCT_TRES@|$tres|" "$TPL/slurm.conf.in"
+  if [ "${#NODES[@]}" -gt "$DEFAULT_NODES" ]; then
+    scale="\\n# beyond the tests' 4 nodes (dev-cluster.sh up --nodes N): every node, for benchmarks/scale.py\\n"
+    scale+="PartitionName=scale Nodes=$NODE_RANGE Default=NO MaxTime=02:00:00 State=UP"
+  fi
+  sed -e "s|@ACCT_TYPE@|$type|" -e "s|@ACCT_TRES@|$tres|" -e "s|@NODES@|$NODE_RANGE|g" \
+      -e "s|@ADDRS@|$SUBNET.${NODE_RANGE#node}|" -e "s|@TEST_NODES@|$TEST_RANGE|g" -e "s|@SCALE@|$scale|" \
+      "$TPL/slurm.conf.in"
 }
 
 # write_configs MODE: slurm.conf (accounting MODE), gres.conf, slurmdbd.conf, slurm-noacct.conf.
@@ -99,7 +152,7 @@ write_configs() {
   CHANGED=0 DBD_CHANGED=0
   jwt_key
   render_conf "$mode" | install_text "$ETC/slurm.conf" 644 && CHANGED=1
-  install_text "$ETC/gres.conf" 644 <"$TPL/gres.conf" && CHANGED=1
+  sed "s|@NODES@|$NODE_RANGE|" "$TPL/gres.conf" | install_text "$ETC/gres.conf" 644 && CHANGED=1
   # Client-only copy with accounting off: SLURM_CONF=/etc/slurm/slurm-noacct.conf sacct ... fails
   # like on a cluster without accounting, without touching the running daemons.
   render_conf off | install_text "$ETC/slurm-noacct.conf" 644 || true
@@ -150,7 +203,7 @@ hosts_remove() {
 hosts_add() {
   local want k
   want="$HOST_IP $CTL_NAME $HOSTS_MARK"
-  for k in 1 2 3 4; do want+=$'\n'"$SUBNET.$k node$k $HOSTS_MARK"; done
+  for ((k = 1; k <= ${#NODES[@]}; k++)); do want+=$'\n'"$SUBNET.$k node$k $HOSTS_MARK"; done
   [ "$(grep "$HOSTS_MARK" /etc/hosts 2>/dev/null || true)" = "$want" ] && return 0
   hosts_remove
   echo "$want" >>/etc/hosts
@@ -165,7 +218,7 @@ net_up() {
   # (no `cmd | grep -q` under pipefail: grep's early exit can fail the pipeline with SIGPIPE)
   [[ "$(ip -4 addr show dev "$BRIDGE")" == *"inet $HOST_IP/"* ]] || ip addr add "$HOST_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
-  for k in 1 2 3 4; do
+  for ((k = 1; k <= ${#NODES[@]}; k++)); do
     ns=${NS_PREFIX}node$k veth=hpcv$k
     [ -e "/run/netns/$ns" ] || ip netns add "$ns"
     if ! ip netns exec "$ns" ip link show eth0 >/dev/null 2>&1; then
@@ -184,13 +237,25 @@ net_up() {
 }
 
 net_down() {
-  local k ns
-  for k in 1 2 3 4; do
-    ns=${NS_PREFIX}node$k
-    [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null || true
-    ip link del "hpcv$k" 2>/dev/null || true
-  done
+  local n
+  for n in $(present_nodes); do node_net_down "$n"; done
   ip link del "$BRIDGE" 2>/dev/null || true
+}
+node_net_down() {
+  ip netns del "${NS_PREFIX}$1" 2>/dev/null || true
+  ip link del "hpcv${1#node}" 2>/dev/null || true
+}
+
+# Nodes a smaller cluster no longer has (up --nodes N after a bigger N): their slurmd, jobs and namespace go.
+drop_extra_nodes() {
+  local n
+  for n in $(present_nodes); do
+    [ "${n#node}" -le "${#NODES[@]}" ] && continue
+    stop_pidfile "$RUN/slurmd-$n.pid" slurmd 15
+    kill_ns_procs "${NS_PREFIX}$n"
+    node_net_down "$n"
+    rm -rf "${SPOOL:?}/d/$n"
+  done
 }
 
 # Kill every process living in a node's network namespace (slurmd, slurmstepd, job tasks).
@@ -319,20 +384,23 @@ slurm_down() {
   local n
   stop_pidfile "$RUN/slurmrestd.pid" slurmrestd 5
   # shellcheck disable=SC2046
-  stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
-  for n in "${NODES[@]}"; do kill_ns_procs "${NS_PREFIX}$n"; done
+  stop_pidfiles slurm 15 "$RUN/slurmctld.pid" "$RUN"/slurmd-node*.pid
+  for n in $(present_nodes); do kill_ns_procs "${NS_PREFIX}$n"; done
 }
 
-# Nodes in a usable state (idle, or running jobs). Prints the offenders otherwise.
+# Every node in a usable state (idle, or running jobs), the cluster's N of them, and debug's 4 (fewer when N < 4).
 nodes_ok() {
-  local bad
-  bad=$(sinfo -h -N -p debug -o '%N %T' 2>/dev/null | awk '$2 !~ /^(idle|allocated|mixed|completing)$/' ) || return 1
-  [ "$(sinfo -h -N -p debug -o '%N' 2>/dev/null | wc -l)" -eq 4 ] || return 1
+  local all bad
+  all=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u) || return 1
+  bad=$(awk '$2 !~ /^(idle|allocated|mixed|completing)$/' <<<"$all")
+  [ "$(wc -l <<<"$all")" -eq "${#NODES[@]}" ] || return 1
+  [ "$(sinfo -h -N -p debug -o '%N' 2>/dev/null | wc -l)" -eq "$(test_count)" ] || return 1
   [ -z "$bad" ]
 }
+test_count() { echo $(( ${#NODES[@]} < DEFAULT_NODES ? ${#NODES[@]} : DEFAULT_NODES )); }
 
 nodes_idle() {
-  [ "$(sinfo -h -N -p debug -t idle -o '%N' 2>/dev/null | wc -l)" -eq 4 ]
+  [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" -eq "${#NODES[@]}" ]
 }
 
 all_running() {
@@ -348,29 +416,26 @@ all_running() {
 }
 
 wait_nodes() {
-  local n
-  if ! wait_for 45 "4 nodes up" nodes_ok; then
+  local n what="${#NODES[@]} nodes up"
+  if ! wait_for 45 "$what" nodes_ok; then
     # ReturnToService=2 returns DOWN nodes by itself; drained ones (e.g. after a crash) need a resume.
-    for n in $(sinfo -h -N -p debug -t drain,down,fail -o '%N' 2>/dev/null); do
+    for n in $(sinfo -h -N -t drain,down,fail -o '%N' 2>/dev/null | sort -u); do
       scontrol update nodename="$n" state=resume 2>/dev/null || true
     done
-    wait_for 30 "4 nodes up" nodes_ok || { sinfo -N -l >&2; die "nodes did not come up (logs: $LOG)"; }
+    wait_for 30 "$what" nodes_ok || { sinfo -N -l >&2; die "nodes did not come up (logs: $LOG)"; }
   fi
 }
 
 # ---------------------------------------------------------------------------- commands
 cmd_up() {
-  local mode=on arg n
-  for arg in "$@"; do
-    case "$arg" in
-      --no-accounting) mode=off ;;
-      --accounting) mode=on ;;
-      *) die "up: unknown option $arg" ;;
-    esac
-  done
+  local mode n count
+  parse_up_args "$@"
+  mode=$UP_MODE count=${UP_COUNT:-$(running_count)}
   ensure_packages
   local was_running=0
+  set_nodes "$(running_count)"
   all_running "$mode" && was_running=1
+  set_nodes "$count"
   write_configs "$mode"
   install_modules
   fake_gpus
@@ -397,12 +462,15 @@ cmd_up() {
     log "slurmdbd ready, cluster dev registered"
   fi
   if [ "$CHANGED" = 1 ] && pid_alive "$RUN/slurmctld.pid" slurmctld; then
+    # slurmctld keeps its state (StateSaveLocation) and each job's slurmstepd outlives its slurmd: jobs running
+    # on the nodes that stay keep running; a job on a node that goes (a smaller N) ends with the node
     log "configuration changed: restarting slurmctld, slurmd and slurmrestd"
     stop_pidfile "$RUN/slurmrestd.pid" slurmrestd 5
-    # shellcheck disable=SC2046
-    stop_pidfiles slurm 15 "$RUN/slurmctld.pid" $(slurmd_pidfiles)
+    stop_pidfiles slurm 15 "$RUN/slurmctld.pid" "$RUN"/slurmd-node*.pid
     log "stopped"
   fi
+  drop_extra_nodes
+  echo "${#NODES[@]}" >"$COUNT_FILE"
   slurmctld_up
   log "slurmctld answers"
   for n in "${NODES[@]}"; do slurmd_up "$n"; done
@@ -411,7 +479,7 @@ cmd_up() {
   slurmrestd_up
   log "slurmrestd answers on $REST_LISTEN (a token: scripts/dev-cluster.sh token)"
   "$HERE/dev-sshd.sh" up || log "warning: the SSH login (scripts/dev-sshd.sh) did not start"
-  log "cluster up: 4 nodes, accounting $mode ($(elapsed)s)"
+  log "cluster up: ${#NODES[@]} nodes, accounting $mode ($(elapsed)s)"
   sinfo
 }
 
@@ -424,6 +492,7 @@ cmd_down() {
     esac
   done
   slurm_down
+  rm -f "$COUNT_FILE"
   stop_pidfile "$RUN/slurmdbd.pid" slurmdbd 15
   mariadb_down
   stop_pidfile /run/munge/munged.pid munged 5
@@ -438,6 +507,7 @@ cmd_down() {
 
 cmd_status() {
   local rc=0 n mode
+  set_nodes "$(running_count)"
   mode=$(cat "$MODE_FILE" 2>/dev/null || echo on)
   st() { if "$@"; then echo up; else echo DOWN; rc=3; fi; }
   echo "munged:    $(st pid_alive /run/munge/munged.pid munged)"
@@ -451,6 +521,7 @@ cmd_status() {
     echo "slurmd $n ($SUBNET.${n#node}, netns ${NS_PREFIX}$n): $(st pid_alive "$RUN/slurmd-$n.pid" slurmd)"
   done
   echo "accounting: $mode ($(scontrol show config 2>/dev/null | awk -F' = ' '/^AccountingStorageType/{print $2}'))"
+  echo "nodes: ${#NODES[@]} (debug, long: $TEST_RANGE$([ "${#NODES[@]}" -gt "$DEFAULT_NODES" ] && echo ", scale: $NODE_RANGE"))"
   all_running "$mode" || rc=3
   sinfo 2>/dev/null || rc=3
   [ "$rc" = 0 ] && { nodes_ok || rc=3; }
@@ -462,8 +533,8 @@ cmd_accounting() {
   cur=$(cat "$MODE_FILE" 2>/dev/null || echo on)
   case "$want" in
     status) echo "$cur"; return 0 ;;
-    on) cmd_up ;;
-    off) cmd_up --no-accounting ;;
+    on) cmd_up --nodes "$(running_count)" ;;
+    off) cmd_up --no-accounting --nodes "$(running_count)" ;;
     *) die "accounting: expected on|off|status" ;;
   esac
 }
@@ -473,18 +544,18 @@ cmd_token() {
 }
 
 usage() {
-  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
-case "$cmd" in
-  up) cmd_up "$@" ;;
-  down) cmd_down "$@" ;;
-  restart) cmd_down; T0=$(date +%s.%N); cmd_up "$@" ;;
-  status) cmd_status ;;
-  accounting) cmd_accounting "$@" ;;
-  token) cmd_token "$@" ;;
+case "$cmd" in  # the command line is checked first: a bad one exits 2 and changes nothing, as any user
+  up) parse_up_args "$@"; need_root; cmd_up "$@" ;;
+  down) need_root; cmd_down "$@" ;;
+  restart) parse_up_args "$@"; need_root; cmd_down; T0=$(date +%s.%N); cmd_up "$@" ;;
+  status) need_root; cmd_status ;;
+  accounting) need_root; cmd_accounting "$@" ;;
+  token) need_root; cmd_token "$@" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac
