@@ -68,8 +68,10 @@ def unpack(archive: Path, profile: str) -> list[Unpacked]:
     return unpack_into(archive, store_of(profile))
 
 
-def import_files(path: Path, profile: str, kind: str, repo_id: str, revision: str) -> Imported:
-    """Files downloaded by hand copied into the store with a manifest, as if staged."""
+def import_files(path: Path, profile: str, kind: str, repo_id: str, revision: str,
+                 config: str | None = None) -> Imported:
+    """Files downloaded by hand copied into the store with a manifest, as if staged (a dataset's under `config`/);
+    the parts or configs of the asset already there that they do not bring are kept."""
     from hpclaunch.assets.importer import import_asset
 
-    return import_asset(path, store_of(profile), kind, repo_id, revision)
+    return import_asset(path, store_of(profile), kind, repo_id, revision, config)

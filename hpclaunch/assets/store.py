@@ -20,10 +20,10 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from hpclaunch.errors import AssetError
 
@@ -95,6 +95,16 @@ def dataset_files(folder: Path | str, config: str | None, split: str) -> list[st
     return [str(p) for p in files]
 
 
+def split_files(paths: Iterable[str], config: str | None, split: str) -> list[str]:
+    """The parquet files (repo paths) of one split of a dataset, as a job reads them: those under CONFIG/ where the
+    dataset has that folder, else all; a file is the split's when its name starts with the split's name or its
+    folder is named so."""
+    parquet = sorted(p for p in paths if p.endswith(".parquet"))
+    inside = [p for p in parquet if config and p.startswith(f"{config}/")]
+    return [p for p in inside or parquet
+            if PurePosixPath(p).name.startswith(split) or PurePosixPath(p).parent.name == split]
+
+
 @dataclass
 class FileEntry:
     path: str
@@ -115,6 +125,8 @@ class Manifest:
     configs: list[str] = field(default_factory=list)  # dataset configs staged ("" = the default)
     files: list[FileEntry] = field(default_factory=list)
     format: int = 1
+    # an imported tokenizer: its kind, the special tokens it loads with, what the import wrote (tokenizer_files.py)
+    tokenizer: dict = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:

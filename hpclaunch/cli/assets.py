@@ -93,32 +93,52 @@ def unpack_cmd(archive: Path, profile: str, as_json: bool) -> None:
 
 @assets.command("import", epilog=examples(
     "hpclaunch assets import ~/Downloads/gpt2 --model gpt2 --profile guangzhou-a800",
+    "hpclaunch assets import ./tokenizer --model google-bert/bert-large-uncased --profile guangzhou-a800",
+    "hpclaunch assets import ./data --dataset Salesforce/wikitext:wikitext-2-raw-v1 --profile guangzhou-a800",
     "hpclaunch assets import ./wikitext --dataset Salesforce/wikitext --revision main --profile dev-slurm"))
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--model", "model", default=None, metavar="ID", help="import PATH as this hub model (e.g. gpt2)")
-@click.option("--dataset", "dataset", default=None, metavar="ID", help="import PATH as this hub dataset")
+@click.option("--model", "model", default=None, metavar="ID[@REV]",
+              help="import PATH as (parts of) this hub model: config, weights, tokenizer files (e.g. gpt2)")
+@click.option("--dataset", "dataset", default=None, metavar="ID[:CONFIG][@REV]",
+              help="import PATH's parquet files as this hub dataset (under CONFIG/ when given)")
 @click.option("--revision", default="main", show_default=True, help="the revision the files are of")
 @profile_option
 @json_option
 def import_cmd(path: Path, model: str | None, dataset: str | None, revision: str, profile: str,
                as_json: bool) -> None:
-    """Copy files downloaded by hand into the store with a manifest (sha256), as if staged."""
+    """Copy files downloaded by hand into the store with a manifest (sha256), as if staged. The parts (or dataset
+    configs) of the asset already in the store that PATH does not bring are kept."""
     from hpclaunch.errors import ConfigError
 
     if (model is None) == (dataset is None):
         raise ConfigError("pass exactly one of --model ID and --dataset ID",
                           hint="hpclaunch assets import PATH --model gpt2 --profile P")
-    kind, repo_id = ("model", model) if model is not None else ("dataset", dataset)
-    assert repo_id is not None
-    done = store_api.import_files(path, profile, kind, repo_id, revision)
+    kind, ref = ("model", model) if model is not None else ("dataset", dataset)
+    assert ref is not None
+    body, _, rev = ref.partition("@")
+    if rev and revision not in ("main", rev):
+        raise ConfigError(f"two revisions: {rev!r} in --{kind} {ref} and --revision {revision}",
+                          hint="give the revision once")
+    repo_id, _, config = body.partition(":") if kind == "dataset" else (body, "", "")
+    done = store_api.import_files(path, profile, kind, repo_id, rev or revision, config or None)
     m = done.manifest
     if as_json:
         echo_json({"kind": m.kind, "repo_id": m.repo_id, "revision": m.revision, "parts": m.parts,
-                   "configs": m.configs, "files": len(m.files), "bytes": m.total_bytes, "path": str(done.path)})
+                   "configs": m.configs, "files": len(m.files), "copied": done.copied, "bytes": m.total_bytes,
+                   "kept": list(done.kept), "tokenizer": m.tokenizer, "notes": list(done.notes),
+                   "path": str(done.path)})
         return
     held = ", ".join(m.parts) if kind == "model" else ", ".join(c or "(default config)" for c in m.configs)
-    click.echo(f"imported {kind} {repo_id}@{revision} ({len(m.files)} files, {human(m.total_bytes)}; {held}) "
-               f"-> {done.path}")
+    files = f"{done.copied} file{'s' * (done.copied != 1)}"
+    click.echo(f"imported {kind} {m.repo_id}@{m.revision}: {files} copied -> {done.path}")
+    kept = f"; kept from the store: {', '.join(k or '(default config)' for k in done.kept)}" if done.kept else ""
+    click.echo(f"  it holds {held} ({len(m.files)} files, {human(m.total_bytes)}){kept}")
+    for note in done.notes:
+        click.echo(f"  {note}")
+    specials = m.tokenizer.get("special_tokens") or {}
+    if specials:
+        tokens = ", ".join(f"{role.removesuffix('_token')} {tok}" for role, tok in specials.items())
+        click.echo(f"  tokenizer ({m.tokenizer['kind']}): {tokens}")
 
 
 def register(group: click.Group) -> None:

@@ -180,16 +180,26 @@ def _checkpoints_fit(spec: JobSpec) -> None:
 
 
 def notes(spec: JobSpec) -> list[str]:
-    """What a user should know before the job runs, though nothing stops it (a run root under $HOME)."""
+    """What a user should know before the job runs, though nothing stops it (a run root under $HOME, a staged
+    dataset without the eval split)."""
+    from hpclaunch.assets.needs import eval_split_notes
     from hpclaunch.submission.space import under_home
 
-    return under_home(spec)
+    return under_home(spec) + eval_split_notes(spec)
 
 
 def _assets_staged(spec: JobSpec) -> None:
     from hpclaunch.assets.check import check_job_assets
 
     check_job_assets(spec)
+
+
+def _assets_fit(spec: JobSpec) -> None:
+    """The staged tokenizer has the special tokens the task needs; the staged dataset has the train split."""
+    from hpclaunch.assets.needs import check_splits, check_tokenizer
+
+    check_tokenizer(spec)
+    check_splits(spec)
 
 
 def fits_devices(spec: JobSpec) -> None:
@@ -201,14 +211,14 @@ def fits_devices(spec: JobSpec) -> None:
 
 
 CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _launcher_programs, _container_image,
-                       _assets_staged, fits_devices, _checkpoints_fit]
+                       _assets_staged, _assets_fit, fits_devices, _checkpoints_fit]
 # what `submit --skip-fit-check` skips: the memory plan's checks (device memory, room for the checkpoints)
 PLAN_CHECKS = (fits_devices, _checkpoints_fit)
 # the store's check, which a submission over SSH makes on the login node instead (submission/overssh.py)
-ASSET_CHECKS = (_assets_staged,)
+ASSET_CHECKS = (_assets_staged, _assets_fit)
 # a dry run warns; a real submit refuses
-SOFT: set[Check] = {_python_env_visible, _launcher_programs, _container_image, _assets_staged, fits_devices,
-                    _checkpoints_fit}
+SOFT: set[Check] = {_python_env_visible, _launcher_programs, _container_image, _assets_staged, _assets_fit,
+                    fits_devices, _checkpoints_fit}
 
 
 def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:

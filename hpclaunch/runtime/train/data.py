@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from hpclaunch.assets.store import split_files
 from hpclaunch.errors import AssetError
 from hpclaunch.runtime.train.assets import fingerprint, generated, hub_asset, job_store
 from hpclaunch.runtime.train.corpus import builtin_corpus
@@ -30,9 +31,8 @@ if TYPE_CHECKING:
 
 
 def _parquet_files(root: Path, name: str | None, split: str) -> list[Path]:
-    base = root / name if name and (root / name).is_dir() else root
-    files = sorted(p for p in base.rglob("*.parquet") if p.name.startswith(split) or p.parent.name == split)
-    return files
+    paths = [p.relative_to(root).as_posix() for p in root.rglob("*.parquet")]
+    return [root / p for p in split_files(paths, name, split)]  # the rule preflight checks the store's files by
 
 
 def _dataset_spec(spec: JobSpec) -> DatasetSpec:
@@ -90,6 +90,11 @@ def prepare_blocks(
                 continue
             if ds.source == "builtin":
                 split = name
+            elif name == "validation" and not _parquet_files(hub_asset(spec, "dataset", ds.repo or "", ds.revision),
+                                                             ds.name, split):
+                # submit said so too (preflight's notes): a dataset downloaded by hand often has its train split only
+                print(f"[data] dataset {ds.repo!r} has no {split!r} split in the store: no evaluation", flush=True)
+                continue
             np.save(out / f"{name}.npy", _blocks(tokenizer, read_texts(spec, split), train.seq_len))
 
     path = generated(job_store(spec), "data", key, build, d)
