@@ -31,7 +31,9 @@ if cd "$1" 2>/dev/null; then
   done
   find checkpoints -mindepth 1 -maxdepth 1 -type d 2>/dev/null | while IFS= read -r d; do mkdir -p "$t/$d"; done
   for f in recoveries.jsonl timeline.jsonl; do [ -f "$f" ] && cp -p -- "$f" "$t/$f"; done
-  mkdir -p "$t/progress" && find progress -maxdepth 1 -name 'rank-*.json' -exec cp -p -t "$t/progress" {} + 2>/dev/null
+  mkdir -p "$t/progress" && for f in progress/node-*.json progress/rank-*.json; do
+    [ -f "$f" ] && cp -p -- "$f" "$t/$f"
+  done
 fi
 tar -c -C "$t" -f - .
 """

@@ -14,11 +14,14 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/logs/msrun/node<K>.restart-<N>/         per node and restart (msrun): worker_<R>.log, scheduler.log,
                                                     msrun.out, worker_<R>.exit (a failed worker's own exit code)
     RUN_DIR/metrics/rank-<R>.jsonl                  metrics, JSON lines, appended across restarts
-    RUN_DIR/progress/rank-<R>.restart-<N>.json      each rank's last step and phase (the hang watchdog reads them)
+    RUN_DIR/progress/node-<K>.restart-<N>.json      node K's record, written by its supervisor alone: host, start,
+                                                    end, and ``ranks``: each of its ranks' last step and phase (what
+                                                    status, watch, stragglers, the watchdog, blame and goodput read;
+                                                    a node without an end while others ended was lost: blame)
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
-    RUN_DIR/progress/node-<K>.restart-<N>.json      each node supervisor's host, start and end (a node without an
-                                                    end while others ended was lost: hpclaunch.runtime.node.blame)
+    RUN_DIR/progress/rank-<R>.restart-<N>.json      a rank's own progress record, in run directories written
+                                                    before node records (still read back)
     RUN_DIR/progress/last-restart                   the newest restart number the job script used
     RUN_DIR/progress/injected.jsonl                 the injected faults that fired (each fires once across restarts)
     RUN_DIR/recoveries.jsonl                        one line per relaunch inside the allocation (restarts.max):
@@ -81,6 +84,8 @@ CHECKPOINTS_KEPT = 2  # the newest this many stay; a save writes the next beside
 MODEL_FILES = "model"  # the model's config.json and tokenizer files, written once by rank 0 (for export)
 PROGRESS = "progress"
 MSRUN_LOGS = "msrun"
+# in a node's msrun log folder: the job was told to stop (USR1, before a requeue): its workers save and stop
+MSRUN_STOP = "stop.requested"
 SWEEP_SCRIPT = "sweep.sbatch"
 SWEEP_INFO = "sweep.json"
 ELEMENT_PREFIX = "element-"  # SWEEP_DIR/element-<I>/
@@ -99,6 +104,10 @@ ENV_LOG_DIR = "HPCLAUNCH_LOG_DIR"  # RUN_DIR/logs
 ENV_RESTART = "HPCLAUNCH_RESTART"  # 0 on the first start, +1 per requeue
 ENV_MSRUN_STATUS_DIR = "HPCLAUNCH_MSRUN_STATUS_DIR"  # this node's msrun log folder (set by msrun-node.sh)
 ENV_END_TIME = "HPCLAUNCH_END_TIME"  # the job's end (epoch seconds) as the scheduler says it; unset: unknown
+# the node-local folder (memory) where a node's ranks leave their progress records for its supervisor, the one
+# process of the node that writes them into the run directory (hpclaunch/runtime/node/noderecord.py); set by the
+# supervisor for the processes it starts, unset elsewhere
+ENV_NODE_STATE = "HPCLAUNCH_NODE_STATE"
 
 def read_json_lines(path: Path) -> list[dict]:
     """The JSON objects of a JSON-lines file the job appends to, in file order: a missing or unreadable file is
@@ -121,6 +130,7 @@ def read_json_lines(path: Path) -> list[dict]:
 _JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
 _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
 _PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")
+_NODE_RECORD = re.compile(r"^node-([^.]+)\.restart-(\d+)\.json$")
 _MSRUN_NODE = re.compile(r"^node(\d+)\.restart-(\d+)$")
 _MSRUN_WORKER = re.compile(r"^worker_(\d+)\.log$")
 _HEALTH_SUMMARY = re.compile(r"^restart-(\d+)\.json$")
@@ -174,14 +184,31 @@ class LogFile:
         return f"rank{self.rank}"
 
 
-def _progress_record(path: Path) -> dict[str, object] | None:
-    """A progress record file's JSON (its writer pads it with spaces or NULs), or None when it is missing, being
+def progress_record(path: Path) -> dict[str, object] | None:
+    """One rank's progress record file (its writer pads it with spaces or NULs), or None when it is missing, being
     written for the first time, not JSON or has no rank."""
     try:
         record = json.loads(path.read_bytes().rstrip(b" \x00") or b"{}")
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and isinstance(record.get("rank"), int) else None
+
+
+def read_node_record(path: Path) -> dict[str, object] | None:
+    """A node record's JSON (written whole and renamed into place), or None when it is missing or not an object."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def node_ranks(record: dict[str, object]) -> dict[int, dict[str, object]]:
+    """The ranks' progress records inside a node record: rank -> {rank, step, phase, t, host, ...}."""
+    ranks = record.get("ranks")
+    if not isinstance(ranks, dict):
+        return {}
+    return {rec["rank"]: rec for rec in ranks.values() if isinstance(rec, dict) and isinstance(rec.get("rank"), int)}
 
 
 @dataclass(frozen=True)
@@ -291,32 +318,38 @@ class RunFiles:
         return self.root / PROGRESS
 
     def progress_file(self, rank: int, restart: int) -> Path:
+        """A rank's own progress record, as jobs wrote them before node records (read back, never written now)."""
         return self.progress / f"rank-{rank}.restart-{restart}.json"
 
-    def progress_files(self, restart: int) -> list[Path]:
-        if not self.progress.is_dir():
-            return []
-        return [p for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name)) and int(m.group(2)) == restart]
-
     def progress_records(self, restart: int) -> dict[int, dict[str, object]]:
-        """Every rank's last written record of one restart: rank -> {step, phase, t, host, ...} (a record being
-        written for the first time, or not JSON, is left out)."""
+        """Every rank's last published record of one restart: rank -> {step, phase, t, host, win, sf, ...}, from
+        the node records (and from rank files, in a run directory written before them). One file per node."""
         out: dict[int, dict[str, object]] = {}
-        for path in self.progress_files(restart):
-            record = _progress_record(path)
-            if record is not None and isinstance(rank := record["rank"], int):  # always, by _progress_record
+        for path in self._progress_names(restart, _PROGRESS):
+            if (record := progress_record(path)) is not None and isinstance(rank := record["rank"], int):
                 out[rank] = record
+        for path in self.node_records(restart):
+            if (record := read_node_record(path)) is not None:
+                out.update(node_ranks(record))
         return out
 
     def progress_record(self, rank: int, restart: int) -> dict[str, object] | None:
-        """One rank's last written record of one restart (None as progress_records leaves it out)."""
-        return _progress_record(self.progress_file(rank, restart))
+        """One rank's last published record of one restart (None when no node record holds it)."""
+        return self.progress_records(restart).get(rank)
 
     def progress_restarts(self) -> list[int]:
-        """The restarts that have progress records, oldest first."""
+        """The restarts that have progress records (node records, or the rank files of older jobs), oldest first."""
+        return sorted({restart for _, restart in self._progress_listing(_PROGRESS, _NODE_RECORD)})
+
+    def _progress_listing(self, *patterns: re.Pattern[str]) -> list[tuple[Path, int]]:
+        """(path, restart) of the files in progress/ whose names match one of `patterns` (restart: group 2)."""
         if not self.progress.is_dir():
             return []
-        return sorted({int(m.group(2)) for p in self.progress.iterdir() if (m := _PROGRESS.match(p.name))})
+        return [(p, int(m.group(2))) for p in self.progress.iterdir()
+                for m in [next(filter(None, (pat.match(p.name) for pat in patterns)), None)] if m]
+
+    def _progress_names(self, restart: int, pattern: re.Pattern[str]) -> list[Path]:
+        return sorted(p for p, r in self._progress_listing(pattern) if r == restart)
 
     def watchdog_verdict(self, restart: int) -> Path:
         return self.logs / watchdog_verdict_name(restart)
@@ -331,7 +364,7 @@ class RunFiles:
         return self.progress / f"node-{node}.restart-{restart}.json"
 
     def node_records(self, restart: int) -> list[Path]:
-        return sorted(self.progress.glob(f"node-*.restart-{restart}.json")) if self.progress.is_dir() else []
+        return self._progress_names(restart, _NODE_RECORD)
 
     @property
     def last_restart(self) -> Path:

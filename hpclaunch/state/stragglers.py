@@ -1,6 +1,6 @@
 """Stragglers: ranks whose step time stays above `factor` x the median rank's, from the per-rank progress records
-(RUN_DIR/progress/rank-<R>.restart-<N>.json, written by hpclaunch/runtime/node/progress.py), read by `status`,
-`watch` and `report`.
+(hpclaunch/runtime/node/progress.py, published in RUN_DIR/progress/node-<K>.restart-<N>.json by each node's
+supervisor), read by `status`, `watch` and `report`.
 
 In data-parallel training every rank's wall time per step is the same: the fast ranks wait for the slow one in
 the step's collectives. Each record therefore carries, over the rank's last window of finished steps, the wall

@@ -45,6 +45,12 @@ def _train_records(run: RunFiles, rank: int = 0) -> list[dict]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "train"]
 
 
+def _stepped(run: RunFiles, *ranks: int) -> bool:
+    """Whether each of `ranks` finished a step, by its node's record (what `status` reads)."""
+    records = run.progress_records(0)
+    return all(int(str(records.get(rank, {}).get("step", 0))) >= 1 for rank in ranks)
+
+
 def _state(home: Path, job: str) -> str:
     return str(json.loads(_cli(home, "status", job, "--json").stdout)["state"])
 
@@ -64,6 +70,23 @@ def test_tiny_gpt2_without_the_agent_matches_torchrun_on_two_nodes(tmp_path):
     assert "torch.distributed.run" not in output and "torchelastic" not in output.lower(), output[-3000:]
     for rank in (0, 1):  # each node's rank, with its own log, as under torchrun
         assert direct.rank_log(rank, 0).is_file()
+    for run in (agent, direct):  # with the agent or without, one writer per node: its record, all it writes
+        _one_record_per_node(run)
+
+
+def _one_record_per_node(run: RunFiles) -> None:
+    """The job's progress reached the run directory as one record per node, each written by that node's supervisor
+    at most once per publishing interval over its launch (plus its start and its end), holding its rank's last
+    step; nothing per rank."""
+    from hpclaunch.runtime.node.noderecord import PUBLISH_INTERVAL
+
+    assert sorted(p.name for p in run.progress.glob("*.json")) == ["node-0.restart-0.json", "node-1.restart-0.json"]
+    for node, path in enumerate(run.node_records(0)):
+        record = json.loads(path.read_text())
+        assert record["code"] == 0 and [int(r) for r in record["ranks"]] == [node]
+        assert record["ranks"][str(node)]["phase"] == "done" and record["ranks"][str(node)]["step"] == 4
+        assert record["writes"] <= 2 + (record["ended"] - record["started"]) / PUBLISH_INTERVAL + 1
+    assert len({r["host"] for r in run.progress_records(0).values()}) == 2  # each rank's own node
 
 
 @pytest.mark.slurm
@@ -72,9 +95,9 @@ def test_cancel_without_the_agent_saves_and_stops_every_rank(tmp_path):
     home = tmp_path / "home"
     job, run = _submit(home, "--set", "train.max_steps=5000", "--set", "train.log_every=5", *NONE, follow=False)
     deadline = time.time() + 600
-    while not (_train_records(run, 0) and _train_records(run, 1)) and time.time() < deadline:
-        time.sleep(1)  # both ranks in the loop: their stop handlers are set
-    assert _train_records(run, 1), "the ranks never reached the training loop"
+    while not _stepped(run, 0, 1) and time.time() < deadline:
+        time.sleep(1)  # both ranks in the loop (their nodes' records say so): their stop handlers are set
+    assert _stepped(run, 0, 1), "the ranks never reached the training loop"
     assert _cli(home, "cancel", job).returncode == 0
     deadline = time.time() + 300
     while _state(home, job) in ("RUNNING", "PENDING", "COMPLETING") and time.time() < deadline:

@@ -1,9 +1,13 @@
-"""Each rank's progress (step, phase, time of the last change), for the node supervisor's hang watchdog.
+"""Each rank's progress (step, phase, time of the last change), for its node's supervisor: the hang watchdog, and
+the node record that status, watch, stragglers, goodput and blame read (hpclaunch/runtime/node/noderecord.py).
 
 The training loop only sets attributes (``progress.enter("data", step)``): no system call, no device
-sync per step. A daemon thread writes the record into ``RUN_DIR/progress/rank-<R>.restart-<N>.json``
-(fixed size, overwritten in place) at most once per second and only when it changed. A rank blocked in a
-collective or a device wait still gets its last state written, because those waits release the GIL.
+sync per step. A daemon thread writes the record into the node-local folder the node's supervisor made
+(``$HPCLAUNCH_NODE_STATE/rank-<R>.json``, in memory; fixed size, overwritten in place) at most once per second
+and only when it changed; the supervisor publishes its ranks' records into the shared run directory, one file
+per node, at most every few seconds. A rank blocked in a collective or a device wait still gets its last state
+written, because those waits release the GIL; a rank killed by SIGKILL leaves its last one. Outside a
+supervised launch it records nothing.
 
 Phases: init (imports, process group, model), data (fetching a batch), forward (forward and backward,
 with the gradient all-reduce), optimizer (step; ZeRO's collectives), collective (the log step's
@@ -26,7 +30,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
+from hpclaunch.runtime.node import noderecord
+from hpclaunch.state.runfiles import RunFiles
 
 RECORD_BYTES = 384
 WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"
@@ -107,15 +112,14 @@ _CURRENT: list[Progress] = []
 
 
 def current() -> Progress:
-    """This process's progress record, made on first use from the job's environment (RANK, the restart,
-    the run directory); outside a job it records nothing."""
+    """This process's progress record, made on first use from the job's environment (RANK, the node-local folder
+    of its supervisor); outside a supervised launch it records nothing."""
     if not _CURRENT:
         rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")) or 0)
-        restart = int(os.environ.get(ENV_RESTART, "0") or 0)
-        run = RunFiles.from_env() if os.environ.get("HPCLAUNCH_RUN_DIR") else None
+        folder = noderecord.from_env()
         window = int(os.environ.get(WINDOW_ENV, "") or DEFAULT_WINDOW)
         factor = float(os.environ.get(FACTOR_ENV, "") or 0) or None
-        _CURRENT.append(Progress(run.progress_file(rank, restart) if run else None, rank, window=window,
+        _CURRENT.append(Progress(noderecord.rank_file(folder, rank) if folder else None, rank, window=window,
                                  factor=factor))
     return _CURRENT[0]
 
@@ -125,5 +129,5 @@ def enter(phase: str, step: int | None = None) -> None:
 
 
 def read_all(run: RunFiles, restart: int) -> dict[int, dict[str, object]]:
-    """Every rank's last written record of one restart: rank -> {step, phase, t, pid}."""
+    """Every rank's last published record of one restart (the node records): rank -> {step, phase, t, host, ...}."""
     return run.progress_records(restart)

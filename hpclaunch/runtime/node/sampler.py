@@ -1,6 +1,8 @@
 """A light per-node usage sampler, run by each node's supervisor (hpclaunch/runtime/node/supervise.py) every
 `HPCLAUNCH_SAMPLE_INTERVAL` seconds (30 by default) and once when the launch ends. One JSON line per sample
-in RUN_DIR/usage/node-<N>.restart-<R>.jsonl:
+in RUN_DIR/usage/node-<N>.restart-<R>.jsonl, appended in batches: the first sample at once, then what was
+sampled since every FLUSH_INTERVAL s and at the end (one write into the shared run directory per node per
+FLUSH_INTERVAL, not per sample; a node lost with everything on it loses at most that much of its history):
 
     {"time", "node", "host", "cpus", "cpu_s", "rss_bytes", "peak_rss_bytes", "devices": [{"index", "utilization",
      "memory_used_bytes", "memory_total_bytes", "power_w"}] or null, "tool"}
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_INTERVAL = 30.0
+FLUSH_INTERVAL = 600.0  # seconds between appends of the samples taken since (the shared filesystem's load)
 PEAK_INTERVAL = 2.0  # seconds between readings of the processes' high-water marks
 INTERVAL_VAR = "HPCLAUNCH_SAMPLE_INTERVAL"
 NVIDIA_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total", "power.draw")
@@ -221,8 +224,12 @@ def interval_from_env() -> float:
 
 
 class Sampler:
-    def __init__(self, path: Path, node: str, pids: Callable[[], list[int]], interval: float) -> None:
+    def __init__(self, path: Path, node: str, pids: Callable[[], list[int]], interval: float,
+                 flush_interval: float = 0.0) -> None:
         self.path, self.node, self.pids, self.interval = path, node, pids, interval
+        self.flush_interval = flush_interval  # 0: every sample written at once
+        self.pending: list[str] = []
+        self.flushed_at = float("-inf")
         self.cpu_by_pid: dict[int, float] = {}
         self.hwm_by_pid: dict[int, int] = {}
         self.next_at = time.time()  # the first sample at once: a short job still gets one
@@ -267,10 +274,20 @@ class Sampler:
         rec = {"time": round(now, 3), "node": self.node, "host": socket.gethostname(), "cpus": self.cpus,
                "cpu_s": round(cpu_s, 2), "rss_bytes": rss, "peak_rss_bytes": peak, "tool": tool,
                "devices": devices}
+        self.pending.append(json.dumps(rec) + "\n")
+        if ended or now - self.flushed_at >= self.flush_interval:
+            self.flush(now)
+        return rec
+
+    def flush(self, now: float) -> None:
+        """Append the samples not written yet, in one write."""
+        self.flushed_at = now
+        if not self.pending:
+            return
+        text, self.pending = "".join(self.pending), []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec) + "\n")
+                f.write(text)
         except OSError:
             pass  # a full or read-only run directory must not end the job
-        return rec

@@ -7,11 +7,15 @@ Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor
   CMD starts, even those that start their own session (msrun's workers) or are orphaned;
 - passes TERM, INT, HUP, USR1 and USR2 on to CMD; after TERM or INT it gives CMD ``--grace`` seconds,
   then kills every tagged process;
+- is the node's one writer of the shared run directory in steady training (``hpclaunch.runtime.node.noderecord``):
+  its ranks leave their progress records in node-local memory (HPCLAUNCH_NODE_STATE), and it publishes them in
+  the node record, RUN_DIR/progress/node-<K>.restart-<N>.json, at most every few seconds, with its start and end;
 - samples the job's CPU time and memory on the node, and its devices' utilisation and memory
   (``hpclaunch.runtime.node.sampler``: RUN_DIR/usage/node-<N>.restart-<R>.jsonl);
-- watches the ranks' progress records (``hpclaunch.runtime.node.progress``; every rank of the job, read from
-  the shared run directory): when no rank has progressed for the timeout, it writes the verdict
-  (``RUN_DIR/logs/watchdog.restart-<N>.json``: which rank stopped first, at which step and phase, which
+- watches the ranks' progress records (``hpclaunch.runtime.node.progress``): its own ranks' in node-local memory
+  at every poll and, when none of them has progressed for the timeout, every rank of the job from the node
+  records (at most once per publishing interval): when no rank has progressed for the timeout, it writes the
+  verdict (``RUN_DIR/logs/watchdog.restart-<N>.json``: which rank stopped first, at which step and phase, which
   waited), prints it, kills every tagged process and exits with ``HUNG_EXIT_CODE`` (124). The scheduler's
   step then ends the other nodes (Slurm: ``srun --kill-on-bad-exit``), whose supervisors decide the same.
 
@@ -28,7 +32,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.runtime.node.noderecord import HISTORY_INTERVAL, NodeWriter
 from hpclaunch.runtime.node.progress import WAITING_PHASES, read_all
 from hpclaunch.runtime.node.ranks import RankGroup, group_size
 from hpclaunch.runtime.node.sampler import Sampler, interval_from_env
@@ -155,38 +159,27 @@ def _exit_code(returncode: int) -> int:
 
 
 def supervise(argv: list[str], **options: Any) -> int:
-    """Run `argv` under the watchdog (`_supervise`), with this node's record: its host when it started, and
-    when it ended with which code. A node whose record never gets its end was lost with everything on it."""
+    """Run `argv` under the watchdog (`_supervise`), with this node's record: its host when it started, its ranks'
+    progress while it runs, and when it ended with which code. A node whose record never gets its end was lost
+    with everything on it."""
     run = RunFiles.from_env()
     restart = int(os.environ.get(ENV_RESTART, "0") or 0)
     node = os.environ.get("HPCLAUNCH_NODE_RANK", "0")
-    record: dict[str, object] = {"node": node, "host": socket.gethostname(), "restart": restart,
-                                 "started": round(time.time(), 3)}
-    _write_record(run.node_record(node, restart), record)
+    writer = NodeWriter(run, node, restart, os.environ.get("HPCLAUNCH_JOB_ID", "manual"))
     code = 1
     try:
-        code = _supervise(argv, run, restart, record, **options)
+        code = _supervise(argv, run, restart, writer, **options)
     finally:
-        _write_record(run.node_record(node, restart), {**record, "ended": round(time.time(), 3), "code": code})
+        writer.close(code)
     return code
 
 
-def _write_record(path: Path, data: dict[str, object]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a record that cannot be written leaves blame with less evidence, never stops the job
-
-
-def _supervise(argv: list[str], run: RunFiles, restart: int, record: dict[str, object], *, timeout: float,
+def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter, *, timeout: float,
                init_timeout: float, adaptive: bool, min_timeout: float, grace: float, poll: float,
                watchdog: bool = True, ranks: tuple[int, int] | None = None) -> int:
-    node = str(record["node"])
+    node = str(writer.record["node"])
     tag = f"{os.environ.get('HPCLAUNCH_JOB_ID', 'manual')}.{node}.{os.getpid()}"
-    env = {**os.environ, TAG_VAR: tag}
+    env = {**os.environ, TAG_VAR: tag, **writer.env}
     # --ranks: CMD is one rank's command, started here once per local rank (launch.agent: none)
     child = RankGroup(argv, env, nnodes=ranks[0], nproc=ranks[1]) if ranks else subprocess.Popen(argv, env=env)
     stop_at: list[float] = []
@@ -197,13 +190,14 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, record: dict[str, o
         if signum in (signal.SIGTERM, signal.SIGINT) and not stop_at:
             stop_at.append(time.time() + grace)
             # told to stop: this node was alive at the end (the scheduler may SIGKILL it before it records its end)
-            _write_record(run.node_record(node, restart), {**record, "signalled": round(time.time(), 3)})
+            writer.publish(time.time(), signalled=round(time.time(), 3))
 
     for sig in _FORWARDED:
         signal.signal(sig, forward)
     watch = Watch(timeout, init_timeout, adaptive, min_timeout)
     sampler = Sampler(run.usage_samples(node, restart), node, lambda: sorted({child.pid, *tagged(tag)}),
-                      interval_from_env())
+                      interval_from_env(), flush_interval=HISTORY_INTERVAL)
+    job_wide_at = 0.0  # when the node records of the whole job may be read again
     while True:
         sampler.poll(time.time())
         try:
@@ -219,10 +213,15 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, record: dict[str, o
                   file=sys.stderr, flush=True)
             _kill_all(tag)
             continue
-        if not watchdog:
-            continue
-        records = read_all(run, restart)
         now = time.time()
+        local = writer.ranks()
+        writer.tick(now, local)
+        # the job is hung only when no rank anywhere progressed: this node's ranks first (memory), then, when they
+        # stopped, every node's record (one file per node, at most once per publishing interval)
+        if not watchdog or not watch.hung(local, now) or now < job_wide_at:
+            continue
+        job_wide_at = now + writer.publish_interval
+        records = {**read_all(run, restart), **local}
         if not watch.hung(records, now):
             continue
         found = verdict(records)

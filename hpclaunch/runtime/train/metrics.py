@@ -10,16 +10,24 @@
 `tokens_per_s` and `samples_per_s` are for the whole job (all ranks); `mfu` is model FLOPs
 utilisation per device (null when the partition's `peak_tflops` is unknown). Rank 0 also writes each record
 to its trackers: TensorBoard scalars, and W&B when the job's tracking.wandb is on (hpclaunch.runtime.train.tracking).
+
+What this costs the shared filesystem does not grow with the ranks nor with the log steps' rate: rank 0 appends
+its lines (and flushes its trackers) at most every FLUSH_INTERVAL s, the first at once and the rest when the
+writer closes at the loop's end or the process exits (a rank killed by SIGKILL loses at most that much); the other
+ranks of a supervised launch write theirs into their node's local folder, which the node supervisor appends to the
+run directory every few minutes and at the end (hpclaunch/runtime/node/noderecord.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from hpclaunch.runtime.node import noderecord
 from hpclaunch.runtime.train import tracking
 from hpclaunch.state.runfiles import RunFiles
 
@@ -59,24 +67,45 @@ def flops_per_token(model: PreTrainedModel, seq_len: int) -> float:
     return 6 * n + 12 * layers * hidden * seq_len
 
 
+FLUSH_INTERVAL = 10.0  # seconds between rank 0's appends to the shared run directory
+
+
 class MetricsWriter:
     """`spec`: the job's resolved spec, whose `tracking` section names the trackers beyond TensorBoard (W&B);
     `trackers=False`: the JSON lines only (a one-off record, as the model's size after load)."""
 
     def __init__(self, run_dir: Path, rank: int, spec: JobSpec | None = None, *, trackers: bool = True) -> None:
-        self.path = RunFiles(run_dir).metrics_file(rank)
+        local = noderecord.from_env() if rank != 0 else None  # the node supervisor copies it into the run dir
+        self.path = noderecord.metrics_file(local, rank) if local else RunFiles(run_dir).metrics_file(rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
+        self.every = 0.0 if local else FLUSH_INTERVAL
         self.trackers = tracking.trackers(run_dir, rank, spec) if trackers else []
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.flushed_at = float("-inf")
+        atexit.register(self.flush)  # a script that never closes its writer still has its last lines written
 
     def write(self, kind: str, **record: Any) -> dict[str, Any]:
-        """Called at log and eval steps only, with values already on the host."""
+        """Called at log and eval steps only, with values already on the host; written now, or with the next
+        write FLUSH_INTERVAL s after the last one, or when the writer closes."""
         rec = {"kind": kind, **record, "rank": self.rank, "time": round(time.time(), 3)}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
-        for tracker in self.trackers:
-            tracker.write(kind, rec)
+        self.pending.append((kind, rec))
+        if time.monotonic() - self.flushed_at >= self.every:
+            self.flush()
         return rec
+
+    def flush(self) -> None:
+        """Append the records not written yet in one write, and hand them to the trackers."""
+        self.flushed_at = time.monotonic()
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(rec) + "\n" for _, rec in pending))
+        for tracker in self.trackers:
+            for kind, rec in pending:
+                tracker.write(kind, rec)
+            tracker.flush()
 
     def __enter__(self) -> MetricsWriter:
         return self
@@ -86,6 +115,7 @@ class MetricsWriter:
 
     def close(self, ok: bool = True) -> None:
         """At the end of the loop (`ok`: it ended without an error); W&B marks the run finished or failed."""
+        self.flush()
         for tracker in self.trackers:
             tracker.close(ok)
         self.trackers = []

@@ -41,6 +41,8 @@ TAGS: dict[str, dict[str, str]] = {
 class Tracker(Protocol):
     def write(self, kind: str, record: dict[str, Any]) -> None: ...
 
+    def flush(self) -> None: ...
+
     def close(self, ok: bool = True) -> None: ...
 
 
@@ -67,7 +69,10 @@ class TensorBoard:
             return
         for tag, value in _scalars(kind, record).items():
             self._writer.add_scalar(tag, value, step, walltime=record.get("time"))
-        self._writer.flush()  # a log step is rare: a killed job keeps everything logged so far
+
+    def flush(self) -> None:
+        """After each batch of records (hpclaunch.runtime.train.metrics): a killed job keeps what was flushed."""
+        self._writer.flush()
 
     def close(self, ok: bool = True) -> None:
         self._writer.close()
@@ -115,6 +120,9 @@ class Wandb:
         values = _scalars(kind, record)
         if isinstance(step, int) and values:
             self.run.log(values, step=step)
+
+    def flush(self) -> None:
+        """W&B writes its own file at its own pace."""
 
     def close(self, ok: bool = True) -> None:
         self.run.finish(exit_code=0 if ok else 1)

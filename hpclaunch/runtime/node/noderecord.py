@@ -1,0 +1,183 @@
+"""The node record: the one file through which a node reports to the shared run directory in steady training.
+
+Shared filesystems fail on many small writes from many clients, not on bytes. So while a job trains, nothing on
+a node writes the run directory but its supervisor (hpclaunch/runtime/node/supervise.py, one per node whatever
+the launcher: torchrun's agent, the agent-less launch, msrun), and it writes one file:
+
+    RUN_DIR/progress/node-<K>.restart-<N>.json
+        {"node", "host", "restart", "started", "at" (when written), "writes" (this one included),
+         "ranks": {"<R>": {"rank", "step", "phase", "t", "host", "pid", "win", "sf"}, ...},
+         "signalled" (told to stop), "ended" and "code" (at the end)}
+
+written whole and renamed into place when its ranks' records changed, at most every PUBLISH_INTERVAL s, and at
+once when the node starts, when it is told to stop and when its launch ends.
+
+The ranks leave their own records (hpclaunch/runtime/node/progress.py) in node-local memory: a folder under
+/dev/shm (else the node's temporary folder) named by user, job, node, restart and supervisor, passed to every
+process the supervisor starts in HPCLAUNCH_NODE_STATE and removed when the launch ends (folders a killed
+supervisor left are removed by the next one on the node). A rank killed by SIGKILL leaves its last record there,
+and the supervisor still publishes it. Ranks other than 0 write their metrics lines there as well; the
+supervisor appends them to RUN_DIR/metrics/rank-<R>.jsonl every HISTORY_INTERVAL s and at the end (rank 0 writes
+its own file, which status and watch follow).
+
+In steady state a node thus writes at most one record per PUBLISH_INTERVAL, plus one append per rank of its
+metrics and one of its usage samples (hpclaunch/runtime/node/sampler.py) per HISTORY_INTERVAL: a number per node,
+not per rank. Readers (status, watch, stragglers and stalls, goodput, blame, diagnose, the other nodes'
+watchdogs) read one file per node: hpclaunch.state.runfiles.RunFiles.progress_records. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from hpclaunch.state.runfiles import ENV_NODE_STATE, RunFiles, progress_record
+
+PUBLISH_INTERVAL = 15.0  # seconds between two writes of a node record (when its ranks' records changed)
+HISTORY_INTERVAL = 600.0  # seconds between appends of the ranks' metrics lines (ranks > 0) and the usage samples
+_RANK = re.compile(r"^rank-(\d+)\.json$")
+_METRICS = re.compile(r"^metrics-rank-(\d+)\.jsonl$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+Record = dict[str, object]
+
+
+def from_env() -> Path | None:
+    """This process's node-local folder, where its supervisor reads its records; None without a supervisor."""
+    folder = os.environ.get(ENV_NODE_STATE)
+    return Path(folder) if folder else None
+
+
+def rank_file(folder: Path, rank: int) -> Path:
+    return folder / f"rank-{rank}.json"
+
+
+def metrics_file(folder: Path, rank: int) -> Path:
+    return folder / f"metrics-rank-{rank}.jsonl"
+
+
+def read_ranks(folder: Path) -> dict[int, Record]:
+    """The ranks' records in a node-local folder: rank -> record (a record being written the first time is left
+    out)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    out: dict[int, Record] = {}
+    for name in names:
+        if _RANK.match(name) and (rec := progress_record(folder / name)) is not None:
+            out[int(str(rec["rank"]))] = rec
+    return out
+
+
+def _local_base() -> Path:
+    """Node-local memory where there is some (/dev/shm), else the node's temporary folder (TMPDIR)."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return base / f"hpclaunch-{os.getuid()}"
+
+
+def _sweep(base: Path) -> None:
+    """Remove the folders of supervisors that are gone (killed before they could remove their own)."""
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return
+    for folder in entries:
+        pid = folder.name.rsplit(".", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class NodeWriter:
+    """A node's record in the run directory and the node-local folder its ranks report into."""
+
+    def __init__(self, run: RunFiles, node: str, restart: int, job: str, *,
+                 publish_interval: float = PUBLISH_INTERVAL, history_interval: float = HISTORY_INTERVAL) -> None:
+        self.run, self.path = run, run.node_record(node, restart)
+        self.publish_interval, self.history_interval = publish_interval, history_interval
+        now = time.time()
+        self.record: Record = {"node": node, "host": socket.gethostname(), "restart": restart,
+                               "started": round(now, 3)}
+        base = _local_base()
+        _sweep(base)
+        self.folder = base / f"{_UNSAFE.sub('_', job)}.node{_UNSAFE.sub('_', node)}.restart{restart}.{os.getpid()}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.writes = 0  # node records written (the shared filesystem's load)
+        self._published: dict[int, Record] | None = None
+        self._next_publish, self._next_history = 0.0, now + history_interval
+        self._copied: dict[str, int] = {}  # metrics file name -> bytes appended to the run directory so far
+        self.publish(now)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the processes of the launch need to find the folder."""
+        return {ENV_NODE_STATE: str(self.folder)}
+
+    def ranks(self) -> dict[int, Record]:
+        return read_ranks(self.folder)
+
+    def tick(self, now: float, ranks: dict[int, Record] | None = None) -> None:
+        """Called every poll: publish the ranks' records if they changed and the interval has passed; append the
+        metrics lines every HISTORY_INTERVAL."""
+        if now >= self._next_publish:
+            ranks = self.ranks() if ranks is None else ranks
+            if ranks != self._published:
+                self.publish(now, ranks)
+        if now >= self._next_history:
+            self._next_history = now + self.history_interval
+            self.copy_metrics()
+
+    def publish(self, now: float, ranks: dict[int, Record] | None = None, **fields: object) -> None:
+        """Write the record now, with `fields` added to it for good (signalled, ended, code)."""
+        self.record.update(fields)
+        ranks = self.ranks() if ranks is None else ranks
+        data = {**self.record, "at": round(now, 3), "writes": self.writes + 1,
+                "ranks": {str(r): rec for r, rec in sorted(ranks.items())}}
+        self._published, self._next_publish = ranks, now + self.publish_interval
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.path)
+            self.writes += 1
+        except OSError:
+            pass  # a record that cannot be written leaves status and blame with less evidence, never stops the job
+
+    def copy_metrics(self) -> None:
+        """Append the ranks' new metrics lines (whole lines only) to their files in the run directory."""
+        try:
+            names = sorted(n for n in os.listdir(self.folder) if _METRICS.match(n))
+        except OSError:
+            return
+        for name in names:
+            done = self._copied.get(name, 0)
+            try:
+                with open(self.folder / name, "rb") as f:
+                    f.seek(done)
+                    new = f.read()
+                new = new[:new.rfind(b"\n") + 1]
+                if not new:
+                    continue
+                rank = int(_METRICS.match(name).group(1))  # type: ignore[union-attr]  # listed by the pattern
+                target = self.run.metrics_file(rank)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "ab") as out:
+                    out.write(new)
+                self._copied[name] = done + len(new)
+            except OSError:
+                continue
+
+    def close(self, code: int) -> None:
+        """The launch ended: the last metrics lines and records (a rank killed by SIGKILL included), then the
+        node-local folder is removed."""
+        self.copy_metrics()
+        now = time.time()
+        self.publish(now, ended=round(now, 3), code=code)
+        shutil.rmtree(self.folder, ignore_errors=True)
