@@ -28,7 +28,9 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 CANNOT_RUN = {
     r"^hpclaunch stage-assets ": "downloads from the hub (network); tests/integration/test_stage_hub.py runs it "
                                  "against a loopback hub",
-    r"^hpclaunch assets (import|unpack) ": "needs the user's downloaded folder / a pack made by stage-assets",
+    r"^hpclaunch assets (import|unpack) ": "needs the user's downloaded folder / a pack made by stage-assets; "
+                                           "tests/integration/test_assets_seed002.py runs docs/offline-assets.md's "
+                                           "seed-002 imports on files laid out as the seed's",
     r"^hpclaunch profiles (init|check) ": "asks a Slurm cluster (scontrol, sinfo, module); the integration tests "
                                           "run them on the dev cluster",
     r"^hpclaunch sync ": "hands offline W&B runs to W&B's uploader (network, credentials)",
