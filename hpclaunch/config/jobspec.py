@@ -56,6 +56,8 @@ class Staging(StrictModel, frozen=True, kw_only=True):
     python_fallback: Annotated[bool, Meta(description="a node that cannot stage the Python environment makes every "
                                           "node run the ranks from the shared one (python.stage_fallback: shared) "
                                           "instead of ending the job")] = False
+    assets_fallback: Annotated[bool, Meta(description="a node that cannot copy an asset reads it from the store, "
+                                          "saying so (assets.stage auto), instead of ending the job")] = False
 
 
 class Resources(StrictModel, frozen=True, kw_only=True):

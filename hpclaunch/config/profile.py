@@ -53,7 +53,8 @@ class Modules(StrictModel, frozen=True, kw_only=True):
     load: tuple[str, ...] = ()
 
 
-StageWhere = Literal["shared", "node-local"]
+#: auto: node-local for a job of several nodes outside a container, else shared (docs/fast-start.md#the-default-auto)
+StageWhere = Literal["auto", "shared", "node-local"]
 #: what the job does when a node cannot stage the python environment (python.stage node-local)
 StageFallback = Literal["fail", "shared"]
 
@@ -65,7 +66,9 @@ class PythonEnv(StrictModel, frozen=True, kw_only=True):
     venv: str | None = None
     stage: Annotated[StageWhere, Meta(description="node-local: the ranks run from a copy of this environment on "
                                       "each node's local scratch, packed once per content hash into the asset "
-                                      "store (docs/fast-start.md); shared: from where it is")] = "shared"
+                                      "store (docs/fast-start.md); shared: from where it is; auto: node-local for "
+                                      "a job of several nodes not in a container, falling back to shared when "
+                                      "packing or copying fails, else shared")] = "auto"
     stage_fallback: Annotated[StageFallback, Meta(
         description="python.stage node-local, when packing the environment or copying it onto a node fails (too "
                     "little local scratch, a corrupt image, squashfs-tools missing): fail ends the job before the "
@@ -84,7 +87,9 @@ class AssetConfig(StrictModel, frozen=True, kw_only=True):
     endpoints: Annotated[tuple[str, ...], Meta(description="fallback endpoints tried after the mirror")] = ()
     stage: Annotated[StageWhere, Meta(description="node-local: each node reads the job's model, tokenizer and data "
                                       "from a copy on its local scratch, made once per node and checked against "
-                                      "the store's manifest (docs/fast-start.md); shared: from the store")] = "shared"
+                                      "the store's manifest (docs/fast-start.md); shared: from the store; auto: "
+                                      "node-local for a job of several nodes not in a container, reading the store "
+                                      "where a node cannot copy, else shared")] = "auto"
 
 
 class WatchdogDefaults(StrictModel, frozen=True, kw_only=True):
@@ -258,6 +263,10 @@ class Profile(StrictModel, frozen=True, kw_only=True):
     node_scratch_keep_days: Annotated[float, Meta(gt=0, description="a node-local copy (environment, asset, "
                                                   "checkpoint, image) unused this long is removed when the node "
                                                   "stages another beside it")] = 3.0
+    node_broadcast: Annotated[bool, Meta(description="the packed python environment reaches the nodes that lack it "
+                                         "by the scheduler's broadcast (Slurm: srun --bcast), read once from the "
+                                         "store whatever the node count; false: each node copies it from the store "
+                                         "(docs/fast-start.md#one-read-whatever-the-node-count)")] = True
 
     def __post_init__(self) -> None:
         rules.consistent_profile(self)

@@ -202,8 +202,9 @@ class HealthSpec(StrictModel, frozen=True, kw_only=True):
 class PythonSpec(StrictModel, frozen=True, kw_only=True):
     """Where the ranks' Python environment runs from; unset: the profile's python.stage."""
 
-    stage: Annotated[Literal["shared", "node-local"] | None, Meta(
-        description="node-local: from a copy on each node's local scratch (docs/fast-start.md)")] = None
+    stage: Annotated[Literal["auto", "shared", "node-local"] | None, Meta(
+        description="node-local: from a copy on each node's local scratch (docs/fast-start.md); auto: node-local "
+                    "for a job of several nodes not in a container")] = None
     stage_fallback: Annotated[Literal["fail", "shared"] | None, Meta(
         description="when a node cannot stage the environment: fail (end the job) or shared (run every node from "
                     "the shared environment); unset: the profile's python.stage_fallback")] = None

@@ -247,12 +247,14 @@ _NODE_ENV_OR_SHARED = ('if [ -n "${HPCLAUNCH_ENV_KEY:-}" ]; then ' + _NODE_ENV +
                        'node $(hostname): the ranks run from the shared python environment (python.stage_fallback '
                        'shared: $HPCLAUNCH_ENV_FALLBACK)" >&2; fi; ')
 _NODE_ASSETS = "export HPCLAUNCH_NODE_ASSETS=1; "
+_NODE_ASSETS_OR_SHARED = "export HPCLAUNCH_NODE_ASSETS=fallback; "  # assets.stage auto: the store where a copy fails
 
 
 def _node_env(spec: JobSpec) -> str:
     """What the node script runs before the launcher: the node-local python environment and assets switched on."""
     python = _NODE_ENV_OR_SHARED if spec.staging.python_fallback else _NODE_ENV
-    return (python if spec.staging.python else "") + (_NODE_ASSETS if spec.staging.assets else "")
+    assets = _NODE_ASSETS_OR_SHARED if spec.staging.assets_fallback else _NODE_ASSETS
+    return (python if spec.staging.python else "") + (assets if spec.staging.assets else "")
 
 
 def _stage_commands(spec: JobSpec) -> dict[str, Any]:
@@ -261,11 +263,18 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
     cache = shell_path(f"{asset_store(spec.profile)}/envs")
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.envstage"]
     fallback = ["--fallback"] if spec.staging.python_fallback else []  # a failure is a warning, not an error
+    key, node_scratch = ShellExpr("${HPCLAUNCH_ENV_KEY}"), ShellExpr("${HPCLAUNCH_NODE_SCRATCH}")
     return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
             "node_scratch_keep_days": f"{spec.profile.node_scratch_keep_days:g}",
             "stage_pack": join([*module, "pack", "--cache", cache, *fallback]),
-            "stage_node": join([*module, "node", "--cache", cache, "--key", ShellExpr("${HPCLAUNCH_ENV_KEY}"),
-                                "--scratch", ShellExpr("${HPCLAUNCH_NODE_SCRATCH}"), *fallback])}
+            "stage_node": join([*module, "node", "--cache", cache, "--key", key, "--scratch", node_scratch,
+                                *fallback]),
+            # a broadcast (templates/schedulers/slurm/stage.sh.j2): which nodes lack the copy; the image, which runs
+            # itself on each node that receives it; the nodes still without it
+            "stage_check": join([*module, "node", "--check", "--key", key, "--scratch", node_scratch]),
+            "stage_envs": cache,
+            "stage_image_args": join([spec.python_env.executable, "--scratch", node_scratch]),
+            "stage_pending": join([*module, "pending"])}
 
 
 _MARK = "@JOB@"

@@ -338,19 +338,28 @@ def _health(recipe: Recipe, profile: Profile) -> dict[str, Any]:
     }
 
 
-def _staging(recipe: Recipe, profile: Profile) -> dict[str, bool]:
+def _staging(recipe: Recipe, profile: Profile, nodes: int) -> dict[str, bool]:
     """Node-local copies: the recipe's python.stage (--set python.stage=node-local) over the environment's, and
-    what a node that cannot stage it does (python.stage_fallback, the same way)."""
+    what a node that cannot stage it does (python.stage_fallback, the same way). auto (the default): node-local
+    for a job of several nodes (`nodes`, spares included) outside a container, where a failure to pack or copy
+    falls back to the shared paths (auto never ends a job that shared would run); else shared
+    (docs/fast-start.md#the-default-auto)."""
     env = profile.python_env_for(recipe.python_env)
     where = recipe.python.stage or env.stage
     fallback = recipe.python.stage_fallback or env.stage_fallback
-    if where == "node-local" and profile.container.runtime != "none":
+    contained = profile.container.runtime != "none"
+    if where == "node-local" and contained:
         raise ConfigError(f"node-local copies the host's python environment to each node, but profile "
                           f"{profile.name!r} runs the launch in an {profile.container.runtime} container (its "
                           f"python is the image's)", key="python.stage",
                           hint="leave python.stage shared with a container")
-    return {"python": where == "node-local", "assets": profile.assets.stage == "node-local",
-            "python_fallback": where == "node-local" and fallback == "shared"}
+    # a container sees neither the host's environment nor the node's scratch: auto stays shared there
+    spread = nodes > 1 and can(profile.scheduler, "multi_node") and not contained
+    python = where == "node-local" or (where == "auto" and spread)
+    assets = profile.assets.stage == "node-local" or (profile.assets.stage == "auto" and spread)
+    return {"python": python, "assets": assets,
+            "python_fallback": python and (fallback == "shared" or where == "auto"),
+            "assets_fallback": assets and profile.assets.stage == "auto"}
 
 
 _WANDB_KEYS = ("project", "entity", "group", "tags", "mode")
@@ -652,7 +661,8 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
                   gpus_per_node=layout.gpus_per_node, time=time,
                   grad_accum=accum, global_batch_size=global_batch, data_parallel=dp,
                   sets=tuple(cli.sets), watchdog=_watchdog(recipe, profile),
-                  health=_health(recipe, profile), retries=cli.retries, staging=_staging(recipe, profile),
+                  health=_health(recipe, profile), retries=cli.retries,
+                  staging=_staging(recipe, profile, layout.nodes + spares),
                   resources=_resources(cli, recipe, profile, partition, layout),
                   checkpoint=_checkpointing(recipe, profile, time),
                   resumable=(not recipe.adhoc) if recipe.checkpoint.resumable is None else recipe.checkpoint.resumable,

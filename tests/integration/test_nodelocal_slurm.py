@@ -30,8 +30,9 @@ def profile(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("nodelocal-profile")
     scratch = folder / "scratch"
     text = (REPO / "cluster_profiles" / "dev-slurm.yaml").read_text()
-    text = text.replace("assets:\n  store: ~/.hpclaunch/assets\n",
-                        "assets:\n  store: ~/.hpclaunch/assets\n  stage: node-local\n")
+    shared = "assets:\n  store: ~/.hpclaunch/assets\n  stage: shared\n"
+    assert shared in text
+    text = text.replace(shared, "assets:\n  store: ~/.hpclaunch/assets\n  stage: node-local\n")
     path = folder / "dev-slurm-nodelocal.yaml"
     path.write_text(text + f"node_scratch: {scratch}\n")
     return path, scratch

@@ -6,8 +6,23 @@
     python -m hpclaunch.runtime.node.envstage node --cache STORE/envs --key KEY --scratch SCRATCH
         (one task per node) unpacks the image to SCRATCH/<host>/envs/KEY (unsquashfs) through nodestage.stage:
         a node that holds KEY intact skips it; prints one JSON line (node, result, seconds)
+    ... node --check --key KEY --scratch SCRATCH
+        (one task per node) only says whether the node holds KEY intact ("warm") or not ("missing"); reads
+        nothing from the store; makes SCRATCH/.bcast, where a broadcast then writes the node's copy
+    CACHE/<key>.sqfs PYTHON --scratch SCRATCH       (the image runs itself: see below)
+    python -m hpclaunch.runtime.node.envstage pending --results FILE --nodes A,B,C
+        the nodes of A,B,C that no JSON line in FILE says hold the environment (warm, copied, recopied)
+    either node form with --node-id-env NAME: the JSON line's "id" is that variable's value (the scheduler's name
+        of the node, which the job script hands back to the scheduler for the nodes still pending)
     either with --fallback (python.stage_fallback shared): a failure is printed as a warning, not an error (the job
         script then runs every node's ranks from the shared environment); it still exits 1
+
+The image is self-unpacking: its first ``HEADER`` bytes are a shell script (with the record on one comment line),
+the SquashFS file system follows (``unsquashfs -o 4096``). Run as ``IMAGE PYTHON ARGS`` it execs
+``PYTHON -m hpclaunch.runtime.node.envstage node --image IMAGE ARGS``: that is how a broadcast delivers it
+(Slurm's ``srun --bcast=DIR/``, which writes one copy per node on the node's disk, named for the node, and runs
+it): the node unpacks its own copy, reading nothing from the shared store, then removes it. A failure there is a
+warning (``--image``): the job script copies from the store on the nodes the broadcast did not stage.
 
 The key is a hash of the environment's file list (path, size, mtime, link target; ``__pycache__`` left out):
 a package installed or upgraded gives another key. Packing reads the shared filesystem once per key; the ranks
@@ -31,17 +46,23 @@ Standard library only, plus squashfs-tools on the login/batch node and the compu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 from hpclaunch.runtime.node import elfpaths
-from hpclaunch.runtime.node.nodestage import StageError, node_name, run_tool, stage, unsquash
+from hpclaunch.runtime.node.nodestage import StageError, node_name, run_tool, stage, unsquash, warm
 
 _TEXT_LIMIT = 1 << 20
+HEADER = 4096  # the image's shell header; the SquashFS file system starts here
+_RECORD_LINE = "# hpclaunch-record: "
+_STAGED = ("warm", "copied", "recopied")
+RECEIVE = ".bcast"  # SCRATCH/.bcast: the folder a broadcast writes each node's copy of the image into
 
 
 def env_prefix() -> Path:
@@ -66,28 +87,62 @@ def env_key(prefix: Path) -> str:
 
 
 def pack(prefix: Path, cache: Path) -> dict:
-    """CACHE/<key>.sqfs and its record CACHE/<key>.json, made once per key (an image appears only complete)."""
+    """CACHE/<key>.sqfs and its record CACHE/<key>.json, made once per key (an image appears only complete).
+    The image is self-unpacking (``header``); an image packed before that (no ``offset`` in its record) is packed
+    again."""
     key = env_key(prefix)
     record_path = cache / f"{key}.json"
     if record_path.is_file():
         record = json.loads(record_path.read_text())
-        if _image_size(cache / f"{key}.sqfs") == record["bytes"]:
+        if _image_size(cache / f"{key}.sqfs") == record["bytes"] and record.get("offset") == HEADER:
             return dict(record, result="warm")
-        record_path.unlink()  # its image is gone or of another size (cut short, overwritten): packed again
+        record_path.unlink()  # its image is gone, of another size (cut short, overwritten) or not self-unpacking
     cache.mkdir(parents=True, exist_ok=True)
     image, tmp = cache / f"{key}.sqfs", cache / f".{key}.sqfs.tmp-{os.getpid()}"
     t0 = time.monotonic()
     try:
-        run_tool(["mksquashfs", str(prefix), str(tmp), "-noappend", "-comp", "lz4", "-no-progress", "-quiet"])
+        run_tool(["mksquashfs", str(prefix), str(tmp), "-noappend", "-comp", "lz4", "-no-progress", "-quiet",
+                  "-o", str(HEADER)])
+        record = {"key": key, "prefix": str(prefix), "image": str(image), "bytes": tmp.stat().st_size,
+                  "offset": HEADER, "unpacked_bytes": sum(f.stat().st_size for f in prefix.rglob("*")
+                                                          if f.is_file() and not f.is_symlink())}
+        with open(tmp, "r+b") as fh:
+            fh.write(header(record))
+        os.chmod(tmp, 0o755)  # the broadcast runs the node's copy
         os.replace(tmp, image)
     finally:
         tmp.unlink(missing_ok=True)
-    record = {"key": key, "prefix": str(prefix), "image": str(image), "bytes": image.stat().st_size,
-              "unpacked_bytes": sum(f.stat().st_size for f in prefix.rglob("*") if f.is_file() and not f.is_symlink())}
     tmp_record = cache / f".{key}.json.tmp-{os.getpid()}"
     tmp_record.write_text(json.dumps(record))
     os.replace(tmp_record, record_path)
     return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3))
+
+
+def header(record: dict) -> bytes:
+    """The image's first HEADER bytes: a shell script that runs ``envstage node --image`` on itself with the
+    python it is given first, and the record on a comment line; zeros after it."""
+    text = ("#!/bin/sh\n"
+            "# hpclaunch: a packed python environment (docs/fast-start.md). A SquashFS file system starts at byte "
+            f"{HEADER}: unsquashfs -o {HEADER} -d DIR THIS_FILE\n"
+            "# Run as: THIS_FILE PYTHON --scratch SCRATCH [--fallback]: unpacks itself to SCRATCH/<host>/envs/<key>, "
+            "then removes itself\n"
+            f"{_RECORD_LINE}{json.dumps(record)}\n"
+            'py=$1; shift\n'
+            'exec "$py" -m hpclaunch.runtime.node.envstage node --image "$0" "$@"\n').encode()
+    if len(text) > HEADER:
+        raise StageError(f"the environment's path {record['prefix']} is too long to pack ({len(text)} bytes of "
+                         f"header, {HEADER} at most)")
+    return text + b"\0" * (HEADER - len(text))
+
+
+def image_record(image: Path) -> dict:
+    """The record written in a self-unpacking image's header (a ValueError for a file that has none)."""
+    with open(image, "rb") as fh:
+        head = fh.read(HEADER).decode(errors="replace")
+    found = re.search("^" + re.escape(_RECORD_LINE) + "(.*)$", head, re.M)
+    if not found:
+        raise ValueError(f"{image} is not a packed python environment (no record in its first {HEADER} bytes)")
+    return dict(json.loads(found.group(1)), image=str(image))
 
 
 def _image_size(image: Path) -> int | None:
@@ -103,7 +158,7 @@ def unpack(record: dict, dest: Path) -> str:
 
     def fill(tmp: Path) -> None:
         try:
-            unsquash(image)(tmp)
+            unsquash(image, int(record.get("offset", 0)))(tmp)
         except StageError as e:  # which image: a damaged one is removed by hand (docs/fast-start.md)
             raise StageError(f"{e} (image {image})") from e
         relocate(tmp, old, str(dest))
@@ -156,14 +211,29 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("pack", help="pack this python's environment into CACHE once per key; print the key")
     a.add_argument("--cache", type=Path, required=True)
     b = sub.add_parser("node", help="unpack KEY to ROOT/envs/KEY on this node unless it is there intact")
-    b.add_argument("--cache", type=Path, required=True)
-    b.add_argument("--key", required=True)
+    b.add_argument("--cache", type=Path, help="the store's envs/ folder (not with --image)")
+    b.add_argument("--key", help="the environment's key (not with --image: the image's record says it)")
+    b.add_argument("--image", type=Path, help="this node's own copy of the image (a broadcast's): unpacked from "
+                   "there, then removed; a failure is a warning (the job script copies from the store instead)")
+    b.add_argument("--check", action="store_true", help="only say whether this node holds KEY intact (warm) or not "
+                   "(missing); copy nothing")
     b.add_argument("--scratch", type=Path, required=True, help="node-local scratch; this node's host name is added")
+    b.add_argument("--node-id-env", metavar="NAME", help="the variable naming this node as the scheduler does: "
+                   "its value is the JSON line's id")
+    c = sub.add_parser("pending", help="the nodes of --nodes that no line of --results says hold the environment")
+    c.add_argument("--results", type=Path, required=True)
+    c.add_argument("--nodes", required=True, help="comma-separated")
     for sub_parser in (a, b):
         sub_parser.add_argument("--fallback", action="store_true", help="python.stage_fallback shared: a failure is "
                                 "a warning (the job runs the ranks from the shared environment), not an error")
     args = p.parse_args(argv)
+    if args.cmd == "pending":
+        print(",".join(pending(args.results, args.nodes.split(","))))
+        return 0
+    if args.cmd == "node" and not args.image and not (args.key and (args.cache or args.check)):
+        p.error("node needs --key and --cache (or --check), or --image")
     t0 = time.monotonic()
+    received = args.cmd == "node" and args.image is not None
     try:
         if args.cmd == "pack":
             record = pack(env_prefix(), args.cache)
@@ -171,19 +241,65 @@ def main(argv: list[str] | None = None) -> int:
                   f"({record['bytes'] / 2**20:.0f} MiB, {time.monotonic() - t0:.1f} s)", file=sys.stderr)
             print(record["key"])
             return 0
-        record = json.loads((args.cache / f"{args.key}.json").read_text())
-        result = unpack(record, args.scratch / node_name() / "envs" / args.key)
+        line = _node(args)
     except (StageError, OSError, ValueError) as e:
-        print(_failure(e, args.cmd, args.fallback), file=sys.stderr)
+        print(_failure(e, args.cmd, args.fallback, received), file=sys.stderr)
         return 1
-    print(json.dumps({"node": node_name(), "env": args.key, "result": result,
-                      "seconds": round(time.monotonic() - t0, 3)}), flush=True)
+    finally:
+        if received:
+            args.image.unlink(missing_ok=True)  # the node's own copy of a broadcast: unpacked (or not), it goes
+    if args.node_id_env:
+        line["id"] = os.environ.get(args.node_id_env, "")
+    print(json.dumps(dict(line, seconds=round(time.monotonic() - t0, 3))), flush=True)
     return 0
 
 
-def _failure(e: Exception, cmd: str, fallback: bool) -> str:
+def _node(args: argparse.Namespace) -> dict:
+    """The node's part (check; unpack the image it received; unpack the store's): its JSON line's fields."""
+    if args.check:
+        with contextlib.suppress(OSError):  # where a broadcast writes this node's copy (the next step's)
+            (args.scratch / RECEIVE).mkdir(parents=True, exist_ok=True)
+        dest = args.scratch / node_name() / "envs" / args.key
+        return {"node": node_name(), "env": args.key, "result": "warm" if _warm(dest, args.key) else "missing"}
+    if args.image:
+        record, via = image_record(args.image), "broadcast"
+    else:
+        record, via = json.loads((args.cache / f"{args.key}.json").read_text()), "store"
+    result = unpack(record, args.scratch / node_name() / "envs" / record["key"])
+    return {"node": node_name(), "env": record["key"], "result": result, "via": via}
+
+
+def _warm(dest: Path, key: str) -> bool:
+    """`dest` holds `key` intact; False too where the node cannot even look (the copy that follows says why)."""
+    try:
+        return warm(dest, key)
+    except OSError:
+        return False
+
+
+def pending(results: Path, nodes: list[str]) -> list[str]:
+    """The nodes (their ids: the scheduler's names) that no JSON line of `results` says hold the environment."""
+    done = set()
+    try:
+        text = results.read_text(errors="replace")
+    except OSError:
+        text = ""
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("result") in _STAGED:
+            done.add(line.get("id") or line.get("node"))
+    return [n for n in nodes if n and n not in done]
+
+
+def _failure(e: Exception, cmd: str, fallback: bool, received: bool) -> str:
     """The one line a failure prints: the node (a StageError names it), the cause, and what the job does next."""
     cause = str(e) if isinstance(e, StageError) else f"node {node_name()}: {e}"
+    if received:  # a broadcast's copy: the job script copies from the store next, and that says what fails for good
+        return (f"hpclaunch: warning: {cause} -- unpacking the broadcast copy of the python environment failed; "
+                "the node copies it from the asset store instead")
     if not fallback:
         return f"hpclaunch: error: {cause}"
     what = "packing" if cmd == "pack" else "copying"

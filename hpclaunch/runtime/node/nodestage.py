@@ -215,6 +215,17 @@ def stage(dest: Path, key: str, fill: Callable[[Path], None], *,
         return "recopied" if existed else "copied"
 
 
+def warm(dest: Path, key: str) -> bool:
+    """`dest` holds `key` intact (then used now: its last use is now, as `stage` finding it warm); copies nothing
+    and reads nothing but `dest`."""
+    dest = Path(dest)
+    with _locked(dest):
+        if not intact(dest, key):
+            return False
+        _use(dest)
+        return True
+
+
 def _publish(tmp: Path, dest: Path) -> None:
     """Rename the complete `tmp` to `dest`, replacing an older or corrupt `dest`."""
     if dest.exists() or dest.is_symlink():
@@ -248,10 +259,12 @@ def run_tool(cmd: list[str]) -> None:
         raise StageError(f"node {node_name()}: {' '.join(cmd[:2])} ... failed ({proc.returncode}): {said[-500:]}")
 
 
-def unsquash(image: Path) -> Callable[[Path], None]:
-    """A `fill` that unpacks the SquashFS file `image` into the folder."""
+def unsquash(image: Path, offset: int = 0) -> Callable[[Path], None]:
+    """A `fill` that unpacks the SquashFS file `image` (its file system starting `offset` bytes in) into the
+    folder."""
     def fill(tmp: Path) -> None:
-        run_tool(["unsquashfs", "-f", "-q", "-no-progress", "-d", str(tmp), str(image)])
+        skip = ["-o", str(offset)] if offset else []
+        run_tool(["unsquashfs", "-f", "-q", "-no-progress", *skip, "-d", str(tmp), str(image)])
     return fill
 
 
@@ -267,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("key")
     args = p.parse_args(argv)
     t0 = time.monotonic()
-    fills = {"tree": copy_tree, "file": copy_file, "squashfs": unsquash}
+    fills: dict[str, Callable[[Path], Callable[[Path], None]]] = {"tree": copy_tree, "file": copy_file,
+                                                                  "squashfs": unsquash}
     fill = fills[args.kind](args.src)
     try:
         result = stage(args.dest, args.key, fill, need_bytes=lambda: tree_bytes(args.src))

@@ -1,15 +1,16 @@
 """Assets read from node-local copies (profile ``assets.stage: node-local``; docs/fast-start.md).
 
-The node script exports ``HPCLAUNCH_NODE_ASSETS=1`` and ``HPCLAUNCH_NODE_SCRATCH``; then the first rank of each
-node that asks for a staged or generated asset copies its folder to
-``SCRATCH/<host>/assets/<its path in the store>`` (hpclaunch/runtime/node/nodestage.py: once per node, under a
-lock, atomically; the other ranks of the node wait and find it warm) and every rank of the node reads the copy.
-Nodes copy in parallel, each its own. A staged asset's key is its manifest's hash and each copied file's sha256
-is checked against the manifest as it is written; a generated asset's folder name is already its content key.
-A later job finds the copy warm when every file is there with its recorded size, else it copies again.
-The checkpoint a job resumes from is read from a node-local copy the same way (``local_checkpoint``): each node
-reads it once from the shared filesystem instead of each rank (a sharded DeepSpeed checkpoint is copied whole to
-every node: each rank then reads its shards locally).
+The node script exports ``HPCLAUNCH_NODE_ASSETS=1`` and ``HPCLAUNCH_NODE_SCRATCH``; then the first rank of each node
+that asks for a staged or generated asset copies its folder to ``SCRATCH/<host>/assets/<its path in the store>``
+(hpclaunch/runtime/node/nodestage.py: once per node, under a lock, atomically; the other ranks of the node wait and
+find it warm) and every rank of the node reads the copy. Nodes copy in parallel, each its own. With
+``HPCLAUNCH_NODE_ASSETS=fallback`` (``assets.stage: auto``) a copy that fails leaves the rank reading the store,
+with a warning, instead of ending it. A staged asset's key is its manifest's hash and each copied file's sha256 is
+checked against the manifest as it is written; a generated asset's folder name is already its content key. A later
+job finds the copy warm when every file is there with its recorded size, else it copies again. The checkpoint a job
+resumes from is read from a node-local copy the same way (``local_checkpoint``): each node reads it once from the
+shared filesystem instead of each rank (a sharded DeepSpeed checkpoint is copied whole to every node: each rank then
+reads its shards locally).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from hpclaunch.assets.store import MANIFEST, store_root
@@ -26,11 +28,22 @@ from hpclaunch.runtime.node.nodestage import StageError, copy_tree, node_name, s
 
 ENV_ON = "HPCLAUNCH_NODE_ASSETS"
 ENV_SCRATCH = "HPCLAUNCH_NODE_SCRATCH"
+FALLBACK = "fallback"  # HPCLAUNCH_NODE_ASSETS=fallback: assets.stage auto
 _CHUNK = 8 << 20
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV_ON) == "1" and bool(os.environ.get(ENV_SCRATCH))
+    return os.environ.get(ENV_ON) in ("1", FALLBACK) and bool(os.environ.get(ENV_SCRATCH))
+
+
+def _or_shared(error: AssetError, folder: Path) -> Path:
+    """assets.stage auto (HPCLAUNCH_NODE_ASSETS=fallback): a copy that failed leaves the rank reading `folder` in
+    the store, saying so on stderr (its rank log); node-local: the error ends the rank."""
+    if os.environ.get(ENV_ON) != FALLBACK:
+        raise error
+    print(f"hpclaunch: warning: {error} -- assets.stage auto: node {node_name()} reads {folder} from the store",
+          file=sys.stderr, flush=True)
+    return folder
 
 
 def local_copy(folder: Path, store: Path) -> Path:
@@ -48,8 +61,9 @@ def local_copy(folder: Path, store: Path) -> Path:
         else:
             stage(dest, folder.name, copy_tree(folder), need_bytes=lambda: tree_bytes(folder))
     except (StageError, OSError, ValueError) as e:
-        raise AssetError(f"copying {folder} to node-local scratch failed: {e}",
-                         hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
+        return _or_shared(AssetError(f"copying {folder} to node-local scratch failed: {e}",
+                                     hint="free space on the node's scratch, or set assets.stage: shared in the "
+                                     "profile"), folder)
     return dest
 
 
@@ -72,8 +86,9 @@ def local_checkpoint(folder: Path) -> Path:
     try:
         stage(dest, key, copy_tree(folder), need_bytes=lambda: tree_bytes(folder))
     except (StageError, OSError) as e:
-        raise AssetError(f"copying checkpoint {folder} to node-local scratch failed: {e}",
-                         hint="free space on the node's scratch, or set assets.stage: shared in the profile") from e
+        return _or_shared(AssetError(f"copying checkpoint {folder} to node-local scratch failed: {e}",
+                                     hint="free space on the node's scratch, or set assets.stage: shared in the "
+                                     "profile"), folder)
     return dest
 
 
