@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch.state.runfiles import RunFiles
 from tests.integration.test_slurm_launch import (  # noqa: F401
     env,
     hpclaunch,
@@ -104,7 +105,7 @@ def test_a_threshold_no_node_meets_ends_the_job_before_step_0_naming_the_nodes_a
     assert f"node health check failed before step 0: the job ends (exit 75); failing nodes: {','.join(hosts)}" in out
     assert "launch exited with code 75" in out
     assert not list((run_dir / "logs").glob("rank-*.log")), "a rank started"
-    assert not list(run_dir.glob("metrics/*")) and not list(run_dir.glob("progress/rank-*")), "a rank started"
+    assert not list(run_dir.glob("metrics/*")) and not RunFiles(run_dir).progress_records(0), "a rank started"
     assert (run_dir / "stop_reason").read_text().startswith(f"node health check failed before step 0: node {hosts[0]}")
     text = hpclaunch(env, "status", job).stdout
     assert "stopped by hpclaunch: node health check failed before step 0" in text
@@ -133,7 +134,6 @@ def test_a_node_failing_its_health_check_is_replaced_by_a_spare(env):  # noqa: F
     assert verdict["failed_hosts"] == [allocation[0]] and verdict["launch_nodes"] == allocation[1:]
     assert f"{allocation[0]} failed; spare node(s) take their place: the launch runs on " \
            f"{','.join(allocation[1:])}" in out, out[-3000:]
-    ranks = {json.loads((run_dir / "progress" / f"rank-{r}.restart-0.json").read_bytes().rstrip(b" "))["host"]
-             for r in (0, 1)}
+    ranks = {RunFiles(run_dir).progress_records(0)[r]["host"] for r in (0, 1)}  # their nodes' records
     assert ranks == set(allocation[1:])
     assert not (run_dir / "stop_reason").exists()

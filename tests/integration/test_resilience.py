@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch.state.runfiles import RunFiles
 from tests.integration.backends import Backend
 from tests.integration.test_slurm_launch import (  # noqa: F401
     env,
@@ -37,8 +38,8 @@ TINY = ("recipes/gpt2", "--preset", "tiny", "--layout", "2n1g", "--set", "train.
 
 
 def _record(run_dir: Path, rank: int, restart: int = 0) -> dict:
-    path = run_dir / "progress" / f"rank-{rank}.restart-{restart}.json"
-    return json.loads(path.read_bytes().rstrip(b" ")) if path.is_file() else {}
+    """A rank's last progress record, as its node's supervisor published it (what status reads)."""
+    return RunFiles(run_dir).progress_record(rank, restart) or {}
 
 
 def _ended_at(job: str) -> float:
