@@ -256,10 +256,11 @@ class CheckpointSpec(StrictModel, frozen=True, kw_only=True):
 class LaunchSpec(StrictModel, frozen=True, kw_only=True):
     """How each node starts its ranks (launcher torchrun)."""
 
-    agent: Annotated[Literal["torchrun", "none"], Meta(
-        description="torchrun: torchrun's agent per node starts the ranks; none: the node supervisor starts them "
-                    "itself (no agent importing torch; a fixed world, the same environment) (--set launch.agent=none)"
-    )] = "torchrun"
+    agent: Annotated[Literal["auto", "torchrun", "none"], Meta(
+        description="none: the node supervisor starts the ranks itself (no agent importing torch; a fixed world, "
+                    "the same environment); torchrun: torchrun's agent per node starts them; auto (the default): "
+                    "none wherever the launcher is torchrun (--set launch.agent=torchrun keeps the agent)"
+    )] = "auto"
 
 
 class Recipe(StrictModel, frozen=True, kw_only=True):
@@ -334,3 +335,10 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         rules.launcher_sections(self)
+
+    @property
+    def agentless(self) -> bool:
+        """The node supervisor starts the ranks (launch.agent none, or auto under launcher torchrun): no torchrun
+        agent per node. Its crash, hang, kill, lost-node and exit-code handling is tested as torchrun's is
+        (tests/integration/test_agentless.py, and every torchrun job of the suite runs this way by default)."""
+        return self.launcher == "torchrun" and self.launch.agent != "torchrun"

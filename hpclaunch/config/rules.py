@@ -220,7 +220,7 @@ def launcher_sections(r: Any) -> None:
                          f"{r.launcher} (`hpclaunch recipes list`)")
     if r.launch.agent == "none" and r.launcher != "torchrun":
         raise ValueError(f"launch.agent: none needs launcher: torchrun (launcher is {r.launcher}); "
-                         "set launch.agent=torchrun")
+                         "leave launch.agent at auto (the launcher starts its ranks itself)")
     if r.deepspeed is not None and r.launcher != "deepspeed":
         raise ValueError(f"a deepspeed section needs launcher: deepspeed (launcher is {r.launcher})")
     if r.msrun is not None and r.launcher != "msrun":

@@ -1,5 +1,6 @@
 """torchrun: one agent per node, c10d rendezvous on the head node, each rank wrapped by rank_exec
-so that its output is kept in its own log file (per restart). With `launch.agent: none` there is no agent:
+so that its output is kept in its own log file (per restart). With `launch.agent: none` (and `auto`, the
+default) there is no agent:
 the node supervisor starts each rank's rank_exec itself with torchrun's variables
 (hpclaunch/runtime/node/ranks.py) and the ranks meet through env:// on MASTER_ADDR:MASTER_PORT."""
 
@@ -38,11 +39,11 @@ class TorchrunLauncher(Launcher):
     name = "torchrun"
 
     def node_command(self, spec: JobSpec, run_dir: Path) -> list[Word]:
-        if spec.recipe.launch.agent == "none":  # one rank's command: the supervisor starts it per local rank
+        if spec.recipe.agentless:  # one rank's command: the supervisor starts it per local rank
             return [spec.python_env.executable, "-m", "hpclaunch.runtime.node.rank_exec", str(spec.script_path),
                     *self.script_args(spec, run_dir)]
         return [*torchrun_words(spec), str(spec.script_path), *self.script_args(spec, run_dir)]
 
     def node_script(self, spec: JobSpec, run_dir: Path) -> str:
-        per_rank = spec.recipe.launch.agent == "none"
+        per_rank = spec.recipe.agentless
         return "\n".join(launch_lines(spec, run_dir, self.node_command(spec, run_dir), per_rank=per_rank))

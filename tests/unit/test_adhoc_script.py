@@ -54,7 +54,7 @@ def test_dry_run_passes_the_scripts_own_args_intact(hpclaunch, script):
     # the script's args follow the script directly: no --config RUN_DIR/resolved.yaml of hpclaunch's in front
     assert _launch_line(r.stdout).endswith(f" -m hpclaunch.runtime.node.rank_exec {copied} --steps 3 --name 'x y' "
                                            "--config mine")
-    assert "--nproc-per-node=2" in _launch_line(r.stdout)
+    assert "--ranks=1:2 -- " in _launch_line(r.stdout)  # the supervisor starts the two ranks (launch.agent auto)
     assert f"export HPCLAUNCH_CONFIG={run_dir / 'resolved.yaml'}" in r.stdout
     # the script's folder is copied, as a recipe's is (without version control and caches), and the ranks
     # run in the copy

@@ -69,9 +69,10 @@ CASES = _cases()
 # cases submitted with --sbatch KEY=VALUE (over the profile's sbatch_extra): golden name -> the flags' values
 SBATCH = {"torchrun-dev-slurm-1n-sbatch": ("mem=64G", "exclusive", "--mail-type=END,FAIL")}
 CASES.append(("torchrun-dev-slurm-1n-sbatch", "allreduce", "dev-slurm", None, "1n2g"))
-# cases submitted with --set: golden name -> the settings (launch.agent=none: no torchrun agent, docs/recipes.md)
+# cases submitted with --set: golden name -> the settings (launch.agent=torchrun: torchrun's agent per node, which
+# the default leaves out, docs/recipes.md)
 # python.stage=node-local (docs/fast-start.md): a failed copy ends the job, or falls back to the shared environment
-SETS = {"torchrun-dev-slurm-2n-agent-none": ("launch.agent=none",),
+SETS = {"torchrun-dev-slurm-2n-agent-torchrun": ("launch.agent=torchrun",),
         "torchrun-dev-slurm-2n-node-local": ("python.stage=node-local",),
         "torchrun-dev-slurm-2n-node-local-fallback": ("python.stage=node-local", "python.stage_fallback=shared")}
 CASES += [(name, "allreduce", "dev-slurm", None, "2n2g") for name in SETS]

@@ -94,11 +94,14 @@ def _assert_nothing_left() -> None:
 
 
 def test_agent_none_renders_rank_exec_under_the_supervisor_and_only_for_torchrun(hpc_home, tmp_path: Path):
-    spec = resolve("allreduce", "dev-slurm", CliOverrides(layout="2n2g", sets=("launch.agent=none",)))
-    script = get_launcher("torchrun").node_script(spec, tmp_path)
-    assert "--ranks=2:2 -- python -m hpclaunch.runtime.node.rank_exec " in script
-    assert "torch.distributed" not in script and "runtime.train.agent" not in script
-    default = resolve("allreduce", "dev-slurm", CliOverrides(layout="2n2g"))
-    assert "hpclaunch.runtime.train.agent" in get_launcher("torchrun").node_script(default, tmp_path)
+    for agent in ("launch.agent=none",), ("launch.agent=auto",), ():  # auto is the default
+        spec = resolve("allreduce", "dev-slurm", CliOverrides(layout="2n2g", sets=agent))
+        script = get_launcher("torchrun").node_script(spec, tmp_path)
+        assert "--ranks=2:2 -- python -m hpclaunch.runtime.node.rank_exec " in script
+        assert "torch.distributed" not in script and "runtime.train.agent" not in script
+    kept = resolve("allreduce", "dev-slurm", CliOverrides(layout="2n2g", sets=("launch.agent=torchrun",)))
+    assert "hpclaunch.runtime.train.agent" in get_launcher("torchrun").node_script(kept, tmp_path)
+    deepspeed = resolve("allreduce_ds", "dev-slurm", CliOverrides(layout="1n2g"))  # auto: deepspeed's own launch
+    assert not deepspeed.recipe.agentless
     with pytest.raises(ConfigError, match="launch.agent: none needs launcher: torchrun"):
         resolve("allreduce_ds", "dev-slurm", CliOverrides(layout="1n2g", sets=("launch.agent=none",)))

@@ -46,7 +46,10 @@ def test_full_preset_renders(hpclaunch, hpc_home, recipe, profile):
     assert f"export HPCLAUNCH_BACKEND={backend}" in script
     assert f"export {visible}=" in script
     assert "HF_HUB_OFFLINE=1" in script
-    assert "--nnodes=2" in script and f"--nproc-per-node={layout[2]}" in script
+    if LAUNCHERS[recipe] == "torchrun":  # launch.agent auto: the node supervisor starts each node's ranks
+        assert f"--ranks=2:{layout[2]} -- " in script
+    else:
+        assert "--nnodes=2" in script and f"--nproc-per-node={layout[2]}" in script
     assert f"{run_dir}/recipe/train.py --config {run_dir}/resolved.yaml" in script
     if LAUNCHERS[recipe] == "deepspeed":
         assert f"--deepspeed_config {run_dir}/ds_config.json" in script

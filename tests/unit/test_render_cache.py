@@ -51,7 +51,7 @@ def test_changed_template_or_spec_is_a_miss_and_unsafe_paths_bypass(hpc_home, ca
     overridden = r.render(with_recipe_copy(spec, run), run)
     assert "# --- environment (user override)" in overridden.script
     other = _spec("allreduce", "local", None, "1n1g")
-    assert "--nproc-per-node=1" in r.render(with_recipe_copy(other, run), run).script
+    assert "--ranks=1:1 -- " in r.render(with_recipe_copy(other, run), run).script
     assert len(list((cache_home / "render").glob("*.json"))) == 3
     odd = Path("/scratch/my runs/x")
     assert r.render(with_recipe_copy(spec, odd), odd).script == r._render(with_recipe_copy(spec, odd), odd).script

@@ -14,6 +14,7 @@ like torchrun with ``--max-restarts=0``: the first rank that fails has the other
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -46,8 +47,11 @@ class RankGroup:
         node_rank = int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0)
         if not 0 <= node_rank < nnodes:
             raise SystemExit(f"hpclaunch: node rank {node_rank} is outside the job's {nnodes} node(s)")
-        self.ranks = [subprocess.Popen(argv, env=rank_env(env, node_rank=node_rank, nnodes=nnodes, nproc=nproc,
-                                                          local_rank=i)) for i in range(nproc)]
+        # one node: a free port of this host, as torchrun --standalone takes one (the job's port, derived from its
+        # id, can repeat on a shared login node: every user's local jobs are local-1, local-2, ...)
+        alone = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port()} if nnodes == 1 else {}
+        self.ranks = [subprocess.Popen(argv, env={**rank_env(env, node_rank=node_rank, nnodes=nnodes, nproc=nproc,
+                                                             local_rank=i), **alone}) for i in range(nproc)]
         self.pid = self.ranks[0].pid
         self.failed: int | None = None  # the first failing rank's exit status
         self.kill_at: float | None = None
@@ -79,6 +83,13 @@ class RankGroup:
                 raise subprocess.TimeoutExpired("ranks", timeout or 0.0)
             time.sleep(0.1)
         return code
+
+
+def free_port() -> str:
+    """A TCP port free on this host now (the kernel's choice, in its ephemeral range)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
 
 
 def group_size(text: str) -> tuple[int, int]:
