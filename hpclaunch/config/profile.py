@@ -121,11 +121,12 @@ class HealthDefaults(StrictModel, frozen=True, kw_only=True):
                                          "Slurm schedulers, off for local")] = None
     min_free_gib: Annotated[float, Meta(ge=0, description="GiB that must be free on the run directory's filesystem "
                                         "and on node-local scratch")] = 1.0
-    min_allreduce_gbps: Annotated[float, Meta(ge=0, description="the least bus bandwidth (GB/s) of a short "
-                                              "all-reduce across the nodes; 0: measured, never failing")] = 0.0
-    allreduce: Annotated[bool, Meta(description="measure the all-reduce across nodes (needs torch in the job's "
-                                    "python)")] = True
-    allreduce_mib: Annotated[int, Meta(ge=1, le=4096, description="MiB all-reduced")] = 16
+    min_allreduce_gbps: Annotated[float, Meta(ge=0, description="the least bandwidth (GB/s) of each node's links "
+                                              "to its ceil(log2 N) partners (their median); 0: measured, never "
+                                              "failing")] = 0.0
+    allreduce: Annotated[bool, Meta(description="check the links between nodes, pair by pair in "
+                                    "ceil(log2 N) rounds (needs torch in the job's python)")] = True
+    allreduce_mib: Annotated[int, Meta(ge=1, le=4096, description="MiB exchanged each way per link")] = 16
     scratch: Annotated[str | None, Meta(description="node-local scratch to check; default: $TMPDIR, else /tmp")
                        ] = None
     timeout: Annotated[float, Meta(gt=0, le=3600, description="seconds the all-reduce may wait for every node")

@@ -196,7 +196,8 @@ class HealthSpec(StrictModel, frozen=True, kw_only=True):
     min_free_gib: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
         description="GiB that must be free on the run directory's filesystem and node-local scratch")] = None
     min_allreduce_gbps: Annotated[Annotated[float, Meta(ge=0)] | None, Meta(
-        description="the least all-reduce bus bandwidth across nodes, GB/s (0: measured only)")] = None
+        description="the least bandwidth of each node's links to its ceil(log2 N) partners (their median), GB/s "
+                    "(0: measured only)")] = None
 
 
 class PythonSpec(StrictModel, frozen=True, kw_only=True):

@@ -140,14 +140,15 @@ def health_verdict(run: RunFiles) -> dict[str, Any] | None:
 
 
 def describe_health(found: dict) -> str:
-    """node health: 2 node(s) passed before step 0 (restart 0; all-reduce 0.61 GB/s), or what failed where."""
+    """node health: 2 node(s) passed before step 0 (restart 0; links 0.61 GB/s), or what failed where. The links'
+    figure is the slowest node's (the median of each node's links to its partners)."""
     if not found.get("ok"):
         return "FAILED before step 0: " + "; ".join(
             f"{f.get('host') or '?'} (node {f.get('node')}) {f.get('check')}: {f.get('detail')}"
             for f in found.get("failed", []))
     bw = [c.get("busbw_gbps") for n in found.get("nodes", []) for c in n.get("checks", [])
           if c.get("name") == "allreduce" and c.get("busbw_gbps") is not None]
-    extra = f"; all-reduce {min(bw):.3g} GB/s" if bw else ""
+    extra = f"; links {min(bw):.3g} GB/s" if bw else ""
     return f"{len(found.get('nodes', []))} node(s) passed before step 0 (restart {found.get('restart')}{extra})"
 
 

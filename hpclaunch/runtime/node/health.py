@@ -11,9 +11,10 @@ The job script (templates/blocks/health.sh.j2) runs ``check`` once per node (one
     device_health  the vendor tool's health (hpclaunch/runtime/node/devhealth.py: nvidia-smi -q, npu-smi info);
                  Xid lines in the kernel log, where it can be read, are noted
     free_space   free GiB of the run directory's filesystem and of node-local scratch vs ``--min-free-gib``
-    allreduce    a short all-reduce across every node (hpclaunch/runtime/train/allreduce.py, run with this
-                 python: gloo on CPU, the profile's backend on devices) and its bus bandwidth in GB/s vs
-                 ``--min-allreduce-gbps`` (0: measured, never failing); one node: nothing to measure
+    allreduce    the links between nodes in ceil(log2 N) rounds of pairwise exchanges (recursive doubling,
+                 hpclaunch/runtime/train/linkcheck.py, run with this python: gloo on CPU, the profile's backend on
+                 devices): the median bandwidth of this node's links in GB/s vs ``--min-allreduce-gbps`` (0:
+                 measured, never failing), and the partners that did not answer; one node: nothing to measure
 
 ``verdict`` (once, in the job script) reads every node's file, writes RUN_DIR/health/restart-<R>.json
 (``ok``, ``nodes``, ``failed``: one {node, host, check, detail} per failing check; a node without a file
@@ -160,29 +161,39 @@ def _rendezvous(env: dict[str, str]) -> tuple[str, str]:
 
 
 def check_allreduce(env: dict[str, str], mib: int, timeout: float, min_gbps: float, nodes: int = 0) -> Check:
-    """The all-reduce module in a child process with this python (it imports torch; this module may not), over
-    `nodes` nodes (every node of the health check's step; 0: HPCLAUNCH_NNODES)."""
+    """The links to this node's partners, in ceil(log2 N) rounds (hpclaunch/runtime/train/linkcheck.py, in a child
+    process with this python: it imports torch, this module may not), over `nodes` nodes (every node of the health
+    check's step; 0: HPCLAUNCH_NNODES). The node fails when most of its partners could not reach it, or when the
+    median of its links is below `min_gbps`; a partner that did not answer is named (its own check says why)."""
     nodes = nodes or int(env.get("HPCLAUNCH_NNODES", "1") or 1)
     if nodes < 2:
-        return _check("allreduce", None, "one node: no all-reduce across nodes to measure")
+        return _check("allreduce", None, "one node: no links between nodes to measure")
     addr, port = _rendezvous(env)
     child = {**env, "RANK": env.get("HPCLAUNCH_NODE_RANK", "0"), "WORLD_SIZE": str(nodes), "LOCAL_RANK": "0",
              "MASTER_ADDR": addr, "MASTER_PORT": port}
-    cmd = [sys.executable, "-m", "hpclaunch.runtime.train.allreduce", "--mib", str(mib), "--timeout", f"{timeout:g}"]
+    cmd = [sys.executable, "-m", "hpclaunch.runtime.train.linkcheck", "--mib", str(mib), "--timeout", f"{timeout:g}"]
+    rounds = max(1, (nodes - 1).bit_length())
+    limit = timeout * (rounds + 1) + 120  # the meeting, then at worst a partner's timeout in every round
     try:
-        proc = subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=timeout + 120)
+        proc = subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        return _check("allreduce", False, f"no answer from the all-reduce across {nodes} nodes in {timeout + 120:g} s")
+        return _check("allreduce", False, f"no answer from the link check across {nodes} nodes in {limit:g} s")
     if proc.returncode != 0:
         if "No module named 'torch'" in proc.stderr:
             return _check("allreduce", None, "torch is not importable in this python: not measured")
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return _check("allreduce", False, f"the all-reduce across {nodes} nodes failed (exit {proc.returncode}): "
+        return _check("allreduce", False, f"the link check across {nodes} nodes failed (exit {proc.returncode}): "
                       f"{last[-300:]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    gbps = float(found["busbw_gbps"])
+    pairs, lost = found["pairs"], found["failed_partners"]
+    gbps = found["busbw_gbps"]
+    words = (f"{mib} MiB with {len(pairs)} partner(s) in {found['rounds']} round(s) over {nodes} nodes "
+             f"({found['backend']})")
+    if len(lost) * 2 > len(pairs) or gbps is None:
+        return _check("allreduce", False, f"{words}: no answer from node(s) {', '.join(map(str, lost))}", **found)
     ok = gbps >= min_gbps
-    words = f"{mib} MiB over {nodes} nodes ({found['backend']}): bus bandwidth {gbps:.3g} GB/s"
+    words += f": bus bandwidth {gbps:.3g} GB/s (the median of its links)"
+    words += f"; no answer from node(s) {', '.join(map(str, lost))}" if lost else ""
     return _check("allreduce", ok, words + ("" if ok else f" < health.min_allreduce_gbps {min_gbps:g}"), **found)
 
 

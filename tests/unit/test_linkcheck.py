@@ -1,0 +1,58 @@
+"""The health check's links (hpclaunch/runtime/train/linkcheck.py): every node meets ceil(log2 N) partners in as many
+rounds, and a node that never came fails itself, not the nodes that waited for it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+
+from hpclaunch.runtime.node.health import check_allreduce
+from hpclaunch.runtime.train.linkcheck import partners
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 7, 8, 64, 100, 1024, 1025])
+def test_every_node_meets_its_partners_in_log2_rounds_and_the_pairs_join_every_node(nodes):
+    rounds = (nodes - 1).bit_length()
+    seen = {0}
+    for node in range(nodes):
+        mine = partners(node, nodes)
+        assert 1 <= len(mine) <= rounds
+        for k, partner in mine:  # symmetric, in the same round: both ends meet there
+            assert 0 <= partner < nodes and partner != node
+            assert (k, node) in partners(partner, nodes)
+    frontier = [0]
+    while frontier:  # the pairs connect every node: a bad one cannot hide in a part nobody meets
+        node = frontier.pop()
+        for _, partner in partners(node, nodes):
+            if partner not in seen:
+                seen.add(partner)
+                frontier.append(partner)
+    assert seen == set(range(nodes))
+    assert max(len(partners(node, nodes)) for node in range(nodes)) == rounds  # 1,024 nodes: 10 rounds
+
+
+def test_a_node_that_never_came_fails_alone_and_its_partners_name_it():
+    """4 nodes, node 3 never starts: nodes 1 and 2 (its partners in rounds 1 and 0) each lose one of two links and
+    pass, naming node 3; node 0 never meets it. The verdict then fails node 3 alone (no result from it)."""
+    job = f"linkcheck-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "HPCLAUNCH_HEAD_NODE": "127.0.0.1", "HPCLAUNCH_JOB_ID": job, "HPCLAUNCH_RESTART": "0"}
+    found: dict[int, dict] = {}
+
+    def node(rank: int) -> None:
+        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=20.0, min_gbps=0.0,
+                                      nodes=4)
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(found[r]["ok"] for r in range(3)), found
+    assert found[0]["failed_partners"] == [] and len(found[0]["pairs"]) == 2
+    for rank in (1, 2):
+        assert found[rank]["failed_partners"] == [3], found[rank]
+        assert "no answer from node(s) 3" in found[rank]["detail"]
+        assert found[rank]["busbw_gbps"] > 0
