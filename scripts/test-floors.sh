@@ -40,6 +40,8 @@ log() { echo "[test-floors $(( $(date +%s) - T0 ))s] $*"; }
 uv_install() { VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "$@"; }
 uv_install --resolution lowest-direct --upgrade -e "$ROOT[recipes,mcp]"  # --upgrade: a newer version left here goes
 uv_install pytest pytest-xdist hypothesis jsonschema
+# what uv left unreachable in its cache (builds, superseded wheels): 22 GiB over a day of CI runs filled the disk
+"$VENV/bin/uv" cache prune -q 2>/dev/null || true
 "$VENV/bin/python" - <<'EOF'
 import importlib.metadata as m
 print("[test-floors] installed:", ", ".join(f"{d} {m.version(d)}" for d in (
