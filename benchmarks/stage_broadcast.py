@@ -1,12 +1,12 @@
 """Shared-store bytes read at start, per node count: each node copying the packed environment from the store
-(``node_broadcast: false``) against Slurm's broadcast (``srun --bcast``, the default); docs/fast-start.md and
+(``node_broadcast: false``) against Slurm's broadcast (``sbcast``, the default); docs/fast-start.md and
 docs/benchmarks.md#one-read-whatever-the-node-count (issue 38.3).
 
 On the dev cluster (scripts/dev-cluster.sh), for N nodes in --nodes: the tiny GPT-2, one step, N x 1 rank,
 ``python.stage=node-local``, on a profile of its own: a private asset store (so only this job reads it) and a fresh
 node scratch per job (every node cold). Every process the cluster's slurmd daemons start is traced
 (``strace -f --seccomp-bpf`` on each slurmd: the batch script, srun and its broadcast, every step, every rank) for
-the reads of files under the store (read, pread64, readv, preadv and mmap: srun maps the file it broadcasts);
+the reads of files under the store (read, pread64, readv, preadv and mmap: sbcast maps the file it sends);
 counted: bytes and files, split into envs/ (the packed environment) and the rest (the generated tiny assets the
 ranks read). The timeline's ``env staging`` span is the time the copies took. A warm-up job packs the environment
 and generates the assets first (once per content: not start-up).
@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,6 +158,7 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 trace.unlink()
+                shutil.rmtree(scratch, ignore_errors=True)  # 1.8 GB per node: the disk is shared
     print("| nodes | copy | env image read from the store | copies of the image | assets read | env staging |")
     print("|---:|---|---:|---:|---:|---:|")
     for r in rows:

@@ -269,11 +269,11 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
             "stage_pack": join([*module, "pack", "--cache", cache, *fallback]),
             "stage_node": join([*module, "node", "--cache", cache, "--key", key, "--scratch", node_scratch,
                                 *fallback]),
-            # a broadcast (templates/schedulers/slurm/stage.sh.j2): which nodes lack the copy; the image, which runs
-            # itself on each node that receives it; the nodes still without it
+            # a broadcast (templates/schedulers/slurm/stage.sh.j2): which nodes lack the copy; the store's folder of
+            # images; unpacking the node's own copy of the image; the nodes still without it
             "stage_check": join([*module, "node", "--check", "--key", key, "--scratch", node_scratch]),
             "stage_envs": cache,
-            "stage_image_args": join([spec.python_env.executable, "--scratch", node_scratch]),
+            "stage_received": join([*module, "node", "--scratch", node_scratch]),
             "stage_pending": join([*module, "pending"])}
 
 

@@ -41,13 +41,14 @@ def packed(tmp_path_factory) -> tuple[Path, str]:
 
 
 @pytest.mark.skipif(not SQUASHFS, reason="squashfs-tools (mksquashfs, unsquashfs) is not installed")
-def test_the_image_unpacks_itself_on_the_node_that_received_it_and_goes(packed, tmp_path):
-    """What srun --bcast does on each node: it writes the node's own copy of the image and runs it."""
+def test_a_node_unpacks_the_copy_of_the_image_it_received(packed, tmp_path):
+    """sbcast writes each node's own copy of the image on its disk; the node unpacks it, reading nothing from the
+    store (the record travels in the image's header), or the copy runs itself."""
     cache, key = packed
     image = cache / f"{key}.sqfs"
     assert os.access(image, os.X_OK) and image.read_bytes().startswith(b"#!/bin/sh\n")
     assert envstage.image_record(image)["key"] == key  # the record travels in the image's header
-    received = tmp_path / "scratch" / ".bcast" / "slurm_bcast_12.0_node7"  # the name slurmd gives the node's copy
+    received = tmp_path / "scratch" / ".bcast" / f"{key}.12.sqfs"  # the job script's name for it
     received.parent.mkdir(parents=True)
     shutil.copy2(image, received)
     scratch = tmp_path / "scratch"
@@ -56,7 +57,7 @@ def test_the_image_unpacks_itself_on_the_node_that_received_it_and_goes(packed, 
     assert run.returncode == 0, run.stderr
     line = json.loads(run.stdout)
     assert (line["result"], line["via"], line["env"], line["id"]) == ("copied", "broadcast", key, "node7")
-    assert not received.exists()  # unpacked, the node's copy of the image is removed
+    assert received.exists()  # the job script removes it on every node once every node unpacked it
     copy = scratch / nodestage.node_name() / "envs" / key
     out = subprocess.run([str(copy / "bin" / "mytool")], capture_output=True, text=True, check=True,
                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
@@ -70,9 +71,9 @@ def test_the_image_unpacks_itself_on_the_node_that_received_it_and_goes(packed, 
 
 
 @pytest.mark.skipif(not SQUASHFS, reason="squashfs-tools (mksquashfs, unsquashfs) is not installed")
-def test_a_broadcast_copy_that_fails_to_unpack_is_a_warning_and_removed(packed, tmp_path):
+def test_a_broadcast_copy_that_fails_to_unpack_is_a_warning(packed, tmp_path):
     cache, key = packed
-    received = tmp_path / "slurm_bcast_12.0_node1"
+    received = tmp_path / f"{key}.12.sqfs"
     received.write_bytes((cache / f"{key}.sqfs").read_bytes()[:envstage.HEADER + 100])  # cut short on the way
     received.chmod(0o755)
     run = subprocess.run([str(received), sys.executable, "--scratch", str(tmp_path / "scratch")],
@@ -80,7 +81,6 @@ def test_a_broadcast_copy_that_fails_to_unpack_is_a_warning_and_removed(packed, 
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert run.stderr.startswith(f"hpclaunch: warning: node {nodestage.node_name()}: unsquashfs")
     assert "the node copies it from the asset store instead" in run.stderr
-    assert not received.exists()
 
 
 def test_an_image_packed_before_it_unpacked_itself_is_packed_again(packed, tmp_path):
@@ -126,7 +126,8 @@ def test_auto_stages_a_job_of_several_nodes_by_broadcast_with_the_shared_fallbac
                                                                                    auto_profile):
     out = _dry(hpclaunch, "--profile", str(auto_profile), "--nodes", "2")
     assert "envstage pack --cache \"${HOME}/.hpclaunch/assets/envs\" --fallback)" in out  # auto never ends a job
-    assert "--bcast=\"$HPCLAUNCH_NODE_SCRATCH/.bcast/\"" in out and "envstage node --check" in out
+    assert 'sbcast --force "${HOME}/.hpclaunch/assets/envs"/"$HPCLAUNCH_ENV_KEY".sqfs' in out
+    assert "envstage node --check" in out and '--image "$hpclaunch_copy"' in out
     assert "export HPCLAUNCH_NODE_ASSETS=fallback; " in out
     assert "hpclaunch_stamp env_fallback" in out
     one = _dry(hpclaunch, "--profile", str(auto_profile), "--nodes", "1")
@@ -142,7 +143,7 @@ def test_a_site_turns_the_broadcast_off_and_each_node_copies_from_the_store(hpcl
     data["node_broadcast"] = False
     auto_profile.write_text(yaml.safe_dump(data))
     out = _dry(hpclaunch, "--profile", str(auto_profile), "--nodes", "2")
-    assert "--bcast" not in out and "envstage node --check" not in out
+    assert "sbcast" not in out and "envstage node --check" not in out
     assert "envstage node --cache \"${HOME}/.hpclaunch/assets/envs\"" in out
 
 

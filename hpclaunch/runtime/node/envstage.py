@@ -9,7 +9,7 @@
     ... node --check --key KEY --scratch SCRATCH
         (one task per node) only says whether the node holds KEY intact ("warm") or not ("missing"); reads
         nothing from the store; makes SCRATCH/.bcast, where a broadcast then writes the node's copy
-    CACHE/<key>.sqfs PYTHON --scratch SCRATCH       (the image runs itself: see below)
+    ... node --image COPY --scratch SCRATCH          (one task per node) unpacks the node's own copy of the image
     python -m hpclaunch.runtime.node.envstage pending --results FILE --nodes A,B,C
         the nodes of A,B,C that no JSON line in FILE says hold the environment (warm, copied, recopied)
     either node form with --node-id-env NAME: the JSON line's "id" is that variable's value (the scheduler's name
@@ -17,12 +17,13 @@
     either with --fallback (python.stage_fallback shared): a failure is printed as a warning, not an error (the job
         script then runs every node's ranks from the shared environment); it still exits 1
 
-The image is self-unpacking: its first ``HEADER`` bytes are a shell script (with the record on one comment line),
-the SquashFS file system follows (``unsquashfs -o 4096``). Run as ``IMAGE PYTHON ARGS`` it execs
-``PYTHON -m hpclaunch.runtime.node.envstage node --image IMAGE ARGS``: that is how a broadcast delivers it
-(Slurm's ``srun --bcast=DIR/``, which writes one copy per node on the node's disk, named for the node, and runs
-it): the node unpacks its own copy, reading nothing from the shared store, then removes it. A failure there is a
-warning (``--image``): the job script copies from the store on the nodes the broadcast did not stage.
+The image carries its record: its first ``HEADER`` bytes are a shell script with the record on one comment line,
+the SquashFS file system follows (``unsquashfs -o 4096``), so a node that received its own copy by a broadcast
+(Slurm's ``sbcast``, which sends it once from the store along Slurm's tree) unpacks it with ``node --image COPY``
+reading nothing from the shared store. Run as ``IMAGE PYTHON ARGS`` it execs
+``PYTHON -m hpclaunch.runtime.node.envstage node --image IMAGE ARGS`` (for a broadcast that runs what it sends,
+``srun --bcast``). A failure with ``--image`` is a warning: the job script copies from the store on the nodes the
+broadcast did not stage.
 
 The key is a hash of the environment's file list (path, size, mtime, link target; ``__pycache__`` left out):
 a package installed or upgraded gives another key. Packing reads the shared filesystem once per key; the ranks
@@ -124,8 +125,7 @@ def header(record: dict) -> bytes:
     text = ("#!/bin/sh\n"
             "# hpclaunch: a packed python environment (docs/fast-start.md). A SquashFS file system starts at byte "
             f"{HEADER}: unsquashfs -o {HEADER} -d DIR THIS_FILE\n"
-            "# Run as: THIS_FILE PYTHON --scratch SCRATCH [--fallback]: unpacks itself to SCRATCH/<host>/envs/<key>, "
-            "then removes itself\n"
+            "# Run as: THIS_FILE PYTHON --scratch SCRATCH: unpacks itself to SCRATCH/<host>/envs/<key>\n"
             f"{_RECORD_LINE}{json.dumps(record)}\n"
             'py=$1; shift\n'
             'exec "$py" -m hpclaunch.runtime.node.envstage node --image "$0" "$@"\n').encode()
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--cache", type=Path, help="the store's envs/ folder (not with --image)")
     b.add_argument("--key", help="the environment's key (not with --image: the image's record says it)")
     b.add_argument("--image", type=Path, help="this node's own copy of the image (a broadcast's): unpacked from "
-                   "there, then removed; a failure is a warning (the job script copies from the store instead)")
+                   "there; a failure is a warning (the job script copies from the store instead)")
     b.add_argument("--check", action="store_true", help="only say whether this node holds KEY intact (warm) or not "
                    "(missing); copy nothing")
     b.add_argument("--scratch", type=Path, required=True, help="node-local scratch; this node's host name is added")
@@ -245,9 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     except (StageError, OSError, ValueError) as e:
         print(_failure(e, args.cmd, args.fallback, received), file=sys.stderr)
         return 1
-    finally:
-        if received:
-            args.image.unlink(missing_ok=True)  # the node's own copy of a broadcast: unpacked (or not), it goes
     if args.node_id_env:
         line["id"] = os.environ.get(args.node_id_env, "")
     print(json.dumps(dict(line, seconds=round(time.monotonic() - t0, 3))), flush=True)
