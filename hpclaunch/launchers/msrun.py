@@ -62,6 +62,7 @@ class MsrunLauncher(Launcher):
             "status_var": runfiles.ENV_MSRUN_STATUS_DIR,
             "msrun_out": "msrun.out",
             "exit_glob": runfiles.msrun_exit_name("*"),
+            "stop_file": runfiles.MSRUN_STOP,
             "all_nodes_glob": runfiles.MSRUN_LOGS + "/" + runfiles.msrun_node_name("*", '"${HPCLAUNCH_RESTART:-0}"'),
         }
 

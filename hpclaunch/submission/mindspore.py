@@ -1,18 +1,22 @@
 """What recipes/gpt_mindspore's script honours: a recipe key it would accept and then not act on is refused here,
-before queueing, with the key and what to set instead.
+before queueing, with the key, where it was set and what to set instead.
 
-The script (recipes/gpt_mindspore/train.py) reads train.micro_batch_size, the job's grad_accum and
-global_batch_size, seq_len, the AdamW and schedule keys, grad_clip, dropout, seed, log_every, eval_every,
-eval_steps, save_every and train.precision (the compute dtype: fp32 on MindSpore's CPU backend, which has no
-bfloat16 kernels and overflows its float16 attention mask); model.config's shape keys, compute_dtype,
-params_dtype (float32 only), position_embedding_type (absolute only) and untie_embeddings_and_output_weights;
-parallel.recompute (GPU and Ascend) and data parallelism. The rest is refused when set to anything but its
-default. (model_parallel, pipeline_stage and optimizer_shard are refused by resolve's parallel.implemented check.)
+Which keys: the script declares the train and model.config keys it reads (its module-level ``READS``, read here
+from its source without importing it; tests/unit/test_mindspore_reads.py checks the declaration against the keys
+its code reads). A train.* or model.config key given by the recipe file, its preset or --set that is not among
+them is refused (train's defaults are not "given": a resolved.yaml holds them all). Of the keys it reads, values
+it would not honour are refused too: train.precision (the compute dtype: fp32 on MindSpore's CPU backend, which
+has no bfloat16 kernels and overflows its float16 attention mask), model.config's params_dtype (float32 only),
+position_embedding_type (absolute only), untie_embeddings_and_output_weights (true or false), compute_dtype, and
+parallel.vocab_emb_dp false (it needs model parallelism). (model_parallel, pipeline_stage and optimizer_shard are
+refused by resolve's parallel.implemented check.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import ConfigError
@@ -22,6 +26,14 @@ if TYPE_CHECKING:
 
 MODEL_TYPE = "gpt_mindspore"
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+SECTIONS = (("train",), ("model", "config"))  # the recipe sections whose keys the script declares it reads
+DECLARATION = "READS"
+# what a MindSpore script does instead of a torch recipe's key it does not read
+INSTEAD = {"train.activation_checkpointing": "set parallel.recompute=true instead (it recomputes on GPU and Ascend)",
+           "train.compile": "the script runs in MindSpore's PyNative mode, which compiles nothing (graph mode is "
+                            "MindFormers')"}
+# (where a layer of recipe values comes from, its values): the recipe file, its preset, each --set, lowest first
+Layers = Sequence[tuple[str, Mapping[str, Any]]]
 
 
 def compute_dtype(precision: str, config_dtype: str | None, accelerator: str) -> str:
@@ -37,15 +49,17 @@ def _refuse(recipe: Recipe, key: str, value: Any, why: str, fix: str, origin: Ca
     return ConfigError(f"{shown} ({origin(key)}): recipe {recipe.name}'s script {why}", key=key, hint=fix)
 
 
-def check(recipe: Recipe, accelerator: str, origin: Callable[[str], str]) -> None:
-    """Refuse what the script would ignore; `origin(key)` says where a value came from (--set or the recipe)."""
-    m, t, par = recipe.model, recipe.train, recipe.parallel
+def check(recipe: Recipe, accelerator: str, origin: Callable[[str], str], script: Path | None = None,
+          layers: Layers = ()) -> None:
+    """Refuse what the script would ignore; `origin(key)` says where a value came from (--set or the recipe);
+    `script` and `layers`: the script whose READS declaration says which keys it reads, and where the keys were
+    given (see the module's docstring)."""
+    m, par = recipe.model, recipe.parallel
     if recipe.launcher != "msrun" or m is None or m.model_type != MODEL_TYPE:
         return
+    if script is not None:
+        check_reads(recipe.name, script, layers)
     mc = dict(m.config)
-    if t.compile:
-        raise _refuse(recipe, "train.compile", True, "runs in MindSpore's PyNative mode and compiles nothing "
-                      "(graph mode is MindFormers')", "set train.compile=false", origin)
     pos = mc.get("position_embedding_type", "absolute")
     if pos != "absolute":
         raise _refuse(recipe, "model.config.position_embedding_type", pos, "implements learned absolute position "
@@ -82,3 +96,64 @@ def _check_dtypes(recipe: Recipe, mc: dict[str, Any], accelerator: str, origin: 
         raise _refuse(recipe, key, value, "runs on MindSpore's CPU backend with this profile, which has no "
                       "bfloat16 kernels and whose float16 training overflows", "set train.precision=fp32 (or auto "
                       "without model.config.compute_dtype)", origin)
+
+
+def declared_reads(script: Path) -> dict[str, tuple[str, ...]] | None:
+    """The script's READS declaration ({"train": keys, "model.config": keys}, a literal assigned at its top level),
+    read from its source; None when it declares none (or is not there: submit's check of the script says so)."""
+    try:
+        text = script.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    try:
+        tree = ast.parse(text, filename=str(script))
+    except (SyntaxError, ValueError) as exc:
+        raise ConfigError(f"cannot read the script to see which keys it reads: {exc}", file=str(script),
+                          hint="fix the script (it would fail in the job too)") from None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DECLARATION for t in node.targets):
+            try:
+                found = ast.literal_eval(node.value)
+            except ValueError:
+                found = None
+            if not isinstance(found, dict) or not all(isinstance(v, (tuple, list)) for v in found.values()):
+                raise ConfigError(f"{DECLARATION} (line {node.lineno}) must be a literal mapping of section to key "
+                                  "names", file=str(script), hint='e.g. READS = {"train": ("lr", ...), '
+                                                                  '"model.config": ("hidden_size", ...)}')
+            return {str(k): tuple(map(str, v)) for k, v in found.items()}
+    return None
+
+
+def given_keys(layers: Layers, section: tuple[str, ...]) -> dict[str, str]:
+    """The keys of `section` that `layers` give, each with the last layer that gives it."""
+    found: dict[str, str] = {}
+    for where, data in layers:
+        values: Any = data
+        for part in section:
+            values = values.get(part) if isinstance(values, Mapping) else None
+        if isinstance(values, Mapping):
+            found.update({str(key): where for key in values})
+    return found
+
+
+def check_reads(name: str, script: Path, layers: Layers) -> None:
+    """Refuse the train.* and model.config keys the layers give that the script does not declare it reads."""
+    reads = declared_reads(script)
+    if reads is None:
+        return
+    unread = []
+    for section in SECTIONS:
+        dotted = ".".join(section)
+        known = reads.get(dotted, ())
+        unread += [(f"{dotted}.{key}", where) for key, where in given_keys(layers, section).items() if key not in known]
+    if not unread:
+        return
+    one = len(unread) == 1
+    instead = "; ".join(f"{key}: {INSTEAD[key]}" for key, _ in unread if key in INSTEAD)
+    said = "; ".join(f"{'.'.join(sec)}: {', '.join(reads.get('.'.join(sec), ())) or '(none)'}" for sec in SECTIONS)
+    raise ConfigError(f"{', '.join(f'{key} ({where})' for key, where in unread)}: recipe {name}'s script "
+                      f"{script.name} never reads {'this key' if one else 'these keys'}: "
+                      f"{'it' if one else 'they'} would have no effect",
+                      hint=f"leave {'it' if one else 'them'} out{f' ({instead})' if instead else ''}. The keys it "
+                           f"reads ({DECLARATION} in "
+                           f"{script}): {said}")

@@ -207,6 +207,16 @@ def _recipe_origin(cli: CliOverrides, recipe: Recipe, key: str) -> str:
     return f"recipe {recipe.name} {key}"
 
 
+def _layers(src: RecipeSource, preset: str | None, sets: Sequence[str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Where a recipe's values come from, lowest first, each as (where, its values): the recipe file, its preset,
+    each --set."""
+    presets = src.data.get("presets")
+    chosen = presets.get(preset) if preset is not None and isinstance(presets, dict) else None
+    return [(str(src.file), src.data),
+            *([(f"{src.file} (presets.{preset})", chosen)] if isinstance(chosen, dict) else []),
+            *((f"--set {item}", _nested(*parse_set(item))) for item in sets)]
+
+
 def _layout(cli: CliOverrides, recipe: Recipe, profile: Profile) -> Layout:
     base_text, where = DEFAULT_LAYOUT, "code default"
     for text, origin in ((profile.defaults.layout, f"profile {profile.name} defaults.layout"),
@@ -647,7 +657,8 @@ def _resolve_parts(profile: Profile, src: RecipeSource, cli: CliOverrides, profi
     time = _time(cli, recipe, profile, partition)
     dp, accum, global_batch = _batch(recipe, layout.world_size)
     _check_model_config(recipe)
-    mindspore.check(recipe, profile.accelerator, lambda key: _recipe_origin(cli, recipe, key))
+    mindspore.check(recipe, profile.accelerator, lambda key: _recipe_origin(cli, recipe, key),
+                    script=src.dir / recipe.script, layers=_layers(src, preset, cli.sets))
     try:
         profile.python_env_for(recipe.python_env)
     except ValueError as exc:
@@ -705,6 +716,7 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
     from hpclaunch.config.base import replace as with_fields
     from hpclaunch.config.jobspec import load_jobspec
     from hpclaunch.config.profile import Profile
+    from hpclaunch.config.recipe import TrainSpec
     from hpclaunch.schedulers import get_scheduler
 
     saved = load_jobspec(path)
@@ -720,6 +732,9 @@ def resolve_again(path: str, cli: CliOverrides, profile_ref: str | None = None) 
                           hint="resolve the recipe again with --preset")
     profile = validate(Profile, dump(saved.profile), file=path)
     recipe = dump(saved.recipe)
+    # train's defaults left out, as the recipe they were resolved from left them (given keys are checked)
+    defaults = dump(TrainSpec())
+    recipe["train"] = {key: value for key, value in recipe["train"].items() if defaults.get(key, key) != value}
     src = RecipeSource(dir=Path(saved.recipe_dir), file=Path(path), data=recipe)
     layout = cli.layout if cli.layout is not None else saved.layout
     again = replace(cli, layout=layout, partition=cli.partition or saved.partition, time=cli.time or saved.time,

