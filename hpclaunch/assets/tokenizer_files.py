@@ -188,8 +188,8 @@ class Completion:
 
 def completed_config(info: TokenizerFiles) -> Completion | None:
     """The tokenizer_config.json that names what the files leave out: the class to load (when neither the files nor
-    a model's config.json beside them say it) and each special token the vocabulary holds by convention but no file names.
-    The source's own keys are kept. None when the files already say everything."""
+    a model's config.json beside them say it) and each special token the vocabulary holds by convention but no file
+    names. The source's own keys are kept. None when the files already say everything."""
     current: dict[str, object] = _json(info.folder, CONFIG) if CONFIG in info.files else {}
     added: dict[str, object] = {}
     if not info.tokenizer_class and not info.model_type:  # a config.json beside it tells transformers the class

@@ -56,6 +56,18 @@ def write_profile(tmp_path: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """An asset store (empty: not created) in tmp_path."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def profile(write_profile: Callable[..., Path], store: Path) -> str:
+    """The unit-test cluster's profile (a file) whose assets.store is `store`."""
+    return str(write_profile(assets={"store": str(store)}))
+
+
+@pytest.fixture
 def write_recipe(tmp_path: Path) -> Callable[..., Path]:
     def write(data: dict[str, Any] | None = None, name: str = "testrecipe", **over: Any) -> Path:
         content = copy.deepcopy(BASE_RECIPE if data is None else data)

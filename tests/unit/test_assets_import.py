@@ -5,22 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hpclaunch.assets.store import asset_path, read_manifest
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def profile(write_profile: Callable[..., Path], store: Path) -> str:
-    return str(write_profile(assets={"store": str(store)}))
 
 
 @pytest.fixture

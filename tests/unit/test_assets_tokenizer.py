@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,16 +117,6 @@ def test_a_gpt2_tokenizer_has_no_mask_token_anywhere(tmp_path):
 
 
 # --- assets import ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def profile(write_profile: Callable[..., Path], store: Path) -> str:
-    return str(write_profile(assets={"store": str(store)}))
 
 
 def model_folder(folder: Path, weights: str = "pytorch_model.bin") -> Path:
