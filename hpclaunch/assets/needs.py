@@ -28,23 +28,30 @@ def _staged(spec: JobSpec, kind: str, repo: str, revision: str) -> tuple[Path, M
     return (folder, manifest) if manifest is not None else None
 
 
-def check_tokenizer(spec: JobSpec) -> None:
-    """An AssetError when the job's staged tokenizer loads without a special token its task needs: which
-    tokenizer, which files were read, what is missing, and what to do."""
+def checked_tokenizer(spec: JobSpec) -> tuple[str, str] | None:
+    """The (repo, revision) of the hub tokenizer the job loads, where its task needs special tokens of it (the model's
+    folder when tokenizer.repo is not set, as the job looks)."""
     r = spec.recipe
     t = r.tokenizer
     if (t is not None and t.source != "hub") or r.task not in NEEDS:
-        return
+        return None
     repo = (t.repo if t is not None and t.repo else None) or (r.model.repo if r.model is not None else None)
-    staged = _staged(spec, "model", repo, t.revision if t is not None else "main") if repo else None
-    if staged is None or "tokenizer" not in staged[1].parts:
+    return (repo, t.revision if t is not None else "main") if repo else None
+
+
+def check_tokenizer(spec: JobSpec) -> None:
+    """An AssetError when the job's staged tokenizer loads without a special token its task needs: which
+    tokenizer, which files were read, what is missing, and what to do."""
+    wanted = checked_tokenizer(spec)
+    staged = _staged(spec, "model", *wanted) if wanted else None
+    if wanted is None or staged is None or "tokenizer" not in staged[1].parts:
         return  # not staged: the staged-assets check says so
-    folder, _ = staged
+    (repo, revision), (folder, _), r = wanted, staged, spec.recipe
     info = read_tokenizer(folder)
     missing = missing_tokens(r.task, info)
     if not missing:
         return
-    what = f"model {repo!r} (revision {t.revision if t is not None else 'main'})"
+    what = f"model {repo!r} (revision {revision})"
     named = [n for n in info.files if n in (CONFIG, "special_tokens_map.json")]
     files = (f"its {' and '.join(named)} name{'s' * (len(named) == 1)} none" if named
              else f"it has no {CONFIG} or special_tokens_map.json that names one")

@@ -39,6 +39,8 @@ CONVENTIONS = ((("[CLS]", "[SEP]"), _BERT), (("<s>", "</s>", "<mask>"), _ROBERTA
 #: tokenizer_class, BertTokenizerFast -> bert, or from the model's config.json beside the tokenizer)
 CLASS_DEFAULTS = {"bert": _BERT, "distilbert": _BERT, "electra": _BERT, "roberta": _ROBERTA,
                   "xlm-roberta": _ROBERTA, "xlmroberta": _ROBERTA, "gpt2": _GPT2}
+#: the files read_tokenizer reads (all small but a vocabulary: a few MB at most)
+READ = ("tokenizer.json", "vocab.txt", "vocab.json", "added_tokens.json", CONFIG, _SPECIALS_MAP, "config.json")
 #: what each recipe task needs of its tokenizer, and why (the recipes pack text into full blocks: no padding)
 NEEDS = {"masked-lm": {"mask_token": "the masking puts it in place of the chosen tokens"}}
 

@@ -2,7 +2,9 @@
 queued), made against the asset store on the login node: for each hub asset the job needs, its manifest and the
 size and time of each of its files are read there (`cat`, `find`) and laid out here as a stand-in folder (the
 manifest, and empty sparse files of those sizes and times), which hpclaunch.assets.check reads as it reads a
-store. Nothing of the assets themselves passes through the connection."""
+store. Nothing of the assets themselves passes through the connection, but for a task that needs special tokens of
+its tokenizer (masked-lm) the tokenizer's own small files, which hpclaunch.assets.needs reads (the dataset's splits
+it reads from the manifest)."""
 
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def check_assets(spec: JobSpec, host: SshHost, home: str) -> None:
                      asset_path(local, req.kind, req.repo_id, req.revision))
         seen_here = replace(spec, profile=replace(spec.profile, assets=replace(spec.profile.assets, store=str(local))))
         found = asset_problems(seen_here)
+        if not found:
+            _fit(spec, seen_here, host, store, local)
     finally:
         shutil.rmtree(local, ignore_errors=True)
     if found:
@@ -80,3 +84,23 @@ def check_assets(spec: JobSpec, host: SshHost, home: str) -> None:
         raise AssetError(f"the job's assets are not ready in the store {store} on {host.target.label}:\n  {lines}",
                          hint="stage them on the cluster side (hpclaunch stage-assets there, or `hpclaunch assets "
                               "unpack FILE` of a pack made where there is network; docs/offline-assets.md)")
+
+
+def _fit(spec: JobSpec, seen_here: JobSpec, host: SshHost, store: str, local: Path) -> None:
+    """What the job needs of the staged assets' contents (hpclaunch.assets.needs), in the login node's store: the
+    dataset's splits from its manifest, the tokenizer's special tokens from its files, fetched into the stand-in."""
+    from hpclaunch.assets.needs import check_splits, check_tokenizer, checked_tokenizer
+    from hpclaunch.assets.tokenizer_files import READ
+
+    wanted = checked_tokenizer(spec)
+    if wanted is not None:
+        there, here = asset_path(store, "model", *wanted), asset_path(local, "model", *wanted)
+        for name in READ:
+            if (here / name).is_file():
+                (here / name).write_text(host.run(["cat", "--", str(there / name)]).stdout, encoding="utf-8")
+    try:
+        check_splits(seen_here)
+        check_tokenizer(seen_here)
+    except AssetError as exc:
+        raise AssetError(f"{exc.message.replace(str(local), store)} (on {host.target.label})",
+                         hint=f"on {host.target.label}: {(exc.hint or '').replace(str(local), store)}") from None

@@ -257,6 +257,53 @@ def test_the_staged_assets_are_checked_in_the_login_nodes_store(laptop, tmp_path
         remoteassets.check_assets(spec, host, "/root")
 
 
+def test_what_a_masked_lm_job_needs_of_its_assets_is_checked_in_the_login_nodes_store(laptop, tmp_path, monkeypatch):
+    """bert_large over SSH, its assets imported on the login node as seed 002 downloads them: a tokenizer whose files
+    name no mask token and a dataset without its train split are refused before queueing (issue 34.1), read there."""
+    from hpclaunch.api import resolve_spec
+    from hpclaunch.assets.importer import import_asset
+    from hpclaunch.config.base import replace
+    from hpclaunch.core.remote import SshHost, Target
+    from hpclaunch.errors import AssetError
+    from hpclaunch.submission import remoteassets
+    from hpclaunch.submission.resolve import CliOverrides
+    from tests.unit.test_assets_tokenizer import model_folder, seed_tokenizer, staged_by_hand
+
+    monkeypatch.setenv("HPCLAUNCH_HOME", str(laptop[0]))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(laptop[2]))
+    store = tmp_path / "store"  # the login node is this machine: its store is this folder
+    spec = resolve_spec("bert_large", str(laptop[1] / "dev-slurm-ssh.yaml"), CliOverrides(layout="1n2g", time="01:00:00"))
+    spec = replace(spec, profile=replace(spec.profile, assets=replace(spec.profile.assets, store=str(store))))
+    repo = "google-bert/bert-large-uncased"
+    tokenizer = staged_by_hand(store, repo, seed_tokenizer(tmp_path / "tokenizer"))  # staged before it named them
+    import_asset(model_folder(tmp_path / "model"), store, "model", repo)  # keeps the tokenizer's files as they are
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test-00000-of-00001.parquet").write_bytes(b"PAR1")
+    import_asset(tmp_path / "data", store, "dataset", "Salesforce/wikitext", config="wikitext-2-raw-v1")
+    host = SshHost(Target("127.0.0.1", "root", 2222, str(SSHD / "client_ed25519"), str(laptop[1] / "known_hosts")))
+
+    with pytest.raises(AssetError, match=r"no parquet files of split 'train'.*\(on root@127.0.0.1:2222\)"):
+        remoteassets.check_assets(spec, host, "/root")
+    (tmp_path / "data" / "train-00000-of-00001.parquet").write_bytes(b"PAR1")
+    import_asset(tmp_path / "data", store, "dataset", "Salesforce/wikitext", config="wikitext-2-raw-v1")
+    # config.json (model_type bert) is beside the tokenizer now: BertTokenizerFast's defaults name [MASK]
+    remoteassets.check_assets(spec, host, "/root")
+    (tokenizer / "config.json").write_text('{"model_type": "gpt2"}')  # not a class whose defaults have one
+    import_asset(tokenizer, store, "model", repo)
+    (tokenizer / "tokenizer_config.json").unlink()  # as staged before: no file names the tokens
+    import hpclaunch.assets.store as layout
+
+    manifest = layout.read_manifest(tokenizer)
+    manifest.files = [f for f in manifest.files if f.path != "tokenizer_config.json"]
+    layout.write_manifest(tokenizer, manifest)
+    with pytest.raises(AssetError) as refused:
+        remoteassets.check_assets(spec, host, "/root")
+    assert str(refused.value).startswith(f"the job's tokenizer, model '{repo}' (revision main) in {tokenizer}, has no "
+                                         "mask token, which task masked-lm needs")
+    assert "(on root@127.0.0.1:2222)\n  hint: on root@127.0.0.1:2222: its tokenizer.json holds [MASK]" \
+        in str(refused.value)
+
+
 def test_a_job_whose_assets_the_login_node_lacks_is_refused(laptop, no_slurm_path, tmp_path):
     home, conf, _ = laptop
     runs = set(RUN_ROOT.iterdir())
