@@ -272,7 +272,8 @@ def test_what_a_masked_lm_job_needs_of_its_assets_is_checked_in_the_login_nodes_
     monkeypatch.setenv("HPCLAUNCH_HOME", str(laptop[0]))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(laptop[2]))
     store = tmp_path / "store"  # the login node is this machine: its store is this folder
-    spec = resolve_spec("bert_large", str(laptop[1] / "dev-slurm-ssh.yaml"), CliOverrides(layout="1n2g", time="01:00:00"))
+    spec = resolve_spec("bert_large", str(laptop[1] / "dev-slurm-ssh.yaml"),
+                        CliOverrides(layout="1n2g", time="01:00:00"))
     spec = replace(spec, profile=replace(spec.profile, assets=replace(spec.profile.assets, store=str(store))))
     repo = "google-bert/bert-large-uncased"
     tokenizer = staged_by_hand(store, repo, seed_tokenizer(tmp_path / "tokenizer"))  # staged before it named them
