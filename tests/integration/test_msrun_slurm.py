@@ -21,7 +21,7 @@ import pytest
 
 from hpclaunch.schedulers import get_scheduler
 from hpclaunch.state.runfiles import read_json_lines
-from tests.integration.waiting import Deadline, start_now
+from tests.integration.waiting import Deadline
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "gpt_mindspore")
@@ -208,7 +208,8 @@ def test_a_stopped_job_requeues_and_resumes_from_its_checkpoint_as_resume_does(h
         deadline.check(f"job {job_id} saved no checkpoint after USR1")
         time.sleep(0.5)
     (saved,) = _checkpoints(run_dir, "signal")
-    start_now(job_id)  # requeued by its own job script: started again now, not after Slurm's requeue delay
+    # requeued by its own job script; started again by Slurm once the job's credential expired (the dev cluster's
+    # cred_expire=10; `scontrol update StartTime=now` before that gets the start refused: "Job credential revoked")
     assert _until_started(run_dir, 1, job_id) == saved + 1  # the requeued run goes on after the saved step
     out = (run_dir / "logs" / f"job.{job_id}.out").read_text(errors="replace")
     assert "requeueing job" in out and f"stopped at step {saved} (signal)" in out
