@@ -48,6 +48,7 @@ import yaml
 from hpclaunch.runtime.node import progress  # each rank's step and phase, for the node supervisor's watchdog
 from hpclaunch.runtime.train import deadline  # standard library: when to save before the job's end
 from hpclaunch.runtime.train.durable import fsync
+from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import (
     CHECKPOINT_PREFIX,
     CHECKPOINTS_KEPT,
@@ -425,6 +426,8 @@ def main() -> int:
             opt(grads)
             progress.enter("optimizer", step)
             dt = time.perf_counter() - t0
+            if step == start + 1:
+                timeline.mark("first_step")  # rank 0: the end of this start's start-up, as `hpclaunch status` shows it
             last = step == t["max_steps"]
             if step % t["log_every"] == 0 or step == start + 1 or last:  # a resumed run's first step too
                 tps = bsz * accum * seq * world / dt
