@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -335,6 +336,24 @@ def _root_cause(data: bytes) -> dict[str, str] | None:
     return min(found, key=lambda d: d["time"]) if found else None
 
 
+def _first_exit(run: RunFiles, restart: int) -> dict[str, str] | None:
+    """Without torchrun's agent (launch.agent none or auto) nobody prints a root cause: the first failing rank is
+    the earliest exit that rank_exec recorded (its code and host), as torchrun would have named it. The node's
+    other ranks, stopped after it, exit later."""
+    found = []
+    for path in run.rank_exits(restart):
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+            found.append((float(rec.get("time") or path.stat().st_mtime), rec))
+        except (OSError, ValueError, TypeError):
+            continue
+    if not found:
+        return None
+    when, rec = min(found, key=lambda f: (f[0], int(f[1].get("rank", 0))))
+    return {"time": time.strftime("%Y-%m-%d_%H:%M:%S", time.localtime(when)), "host": str(rec.get("host") or "?"),
+            "rank": str(rec["rank"]), "exit": str(rec["code"])}
+
+
 def _hung(d: Diagnosis, run: RunFiles, restart: int, job_id: str) -> bool:
     """Fill `d` from the watchdog's verdict of this restart, if there is one."""
     try:
@@ -378,6 +397,7 @@ def diagnose(run_dir: Path, job_id: str, status: JobStatus | None = None, *, res
     exit_code = None if earlier else (status.exit_code if status else None)
     scans = [scan_rank(f) for f in all_files if f.restart == chosen]
     batch_hits, root = _scan_batch_output(run_dir, chosen, latest, {s.rank for s in scans})
+    root = root or (_first_exit(run, chosen) if chosen is not None else None)
     d = Diagnosis(job_id, state, exit_code, chosen, len(scans), None, "no failure found",
                   first_failure=root, restarts=restarts, recoveries=_recoveries(run))
     state_word = state.split()[0] if state else ""

@@ -197,6 +197,24 @@ def test_rank_killed_silently_by_oom_killer(tmp_path: Path) -> None:
     assert (d.cause, d.rank) == ("host_oom", 1)
 
 
+def test_without_torchruns_agent_the_first_recorded_exit_is_the_root_cause(tmp_path: Path) -> None:
+    """launch.agent none/auto: no agent prints a root cause; rank_exec's exit records say which rank failed first
+    (rank 1, killed by SIGKILL), not rank 0, which the node's supervisor stopped after it."""
+    run = write_run(tmp_path, {0: GLOO_PEER.format(r=0) + "\n", 1: "step 3 loss 2.0\n"},
+                    batch="srun: error: node2: task 1: Exited with exit code 137\n"
+                          "hpclaunch: launch exited with code 137\n")
+    progress = tmp_path / "progress"
+    progress.mkdir()
+    now = time.time()
+    for rank, code, host, at in ((0, -15, "node1", now - 5), (1, -9, "node2", now - 6)):
+        (progress / f"rank-{rank}.restart-0.exit").write_text(json.dumps({"rank": rank, "code": code, "host": host,
+                                                                          "time": at}))
+    d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="137:0"))
+    assert (d.cause, d.rank) == ("host_oom", 1), d
+    assert d.first_failure is not None and (d.first_failure["rank"], d.first_failure["host"]) == ("1", "node2")
+    assert d.first_failure["exit"] == "-9"
+
+
 def test_rank_exited_without_a_word(tmp_path: Path) -> None:
     run = write_run(
         tmp_path,

@@ -124,12 +124,12 @@ class NodeWriter:
         return read_ranks(self.folder)
 
     def tick(self, now: float, ranks: dict[int, Record] | None = None) -> None:
-        """Called every poll: publish the ranks' records if they changed and the interval has passed; append the
-        metrics lines every HISTORY_INTERVAL."""
-        if now >= self._next_publish:
-            ranks = self.ranks() if ranks is None else ranks
-            if ranks != self._published:
-                self.publish(now, ranks)
+        """Called every poll: publish the ranks' records if they changed and the interval has passed, or at once when
+        a rank appeared (once per rank: a node lost in its first seconds still says which ranks it ran, for blame);
+        append the metrics lines every HISTORY_INTERVAL."""
+        ranks = self.ranks() if ranks is None else ranks
+        if ranks != self._published and (now >= self._next_publish or ranks.keys() - (self._published or {}).keys()):
+            self.publish(now, ranks)
         if now >= self._next_history:
             self._next_history = now + self.history_interval
             self.copy_metrics()

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hpclaunch.runtime.node import nodestage
@@ -100,7 +101,8 @@ def _record_exit(rank: int, restart: int, code: int) -> None:
     path = runfiles.RunFiles.from_env().rank_exit(rank, restart)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"rank": rank, "code": code, "host": socket.gethostname()}) + "\n")
+        path.write_text(json.dumps({"rank": rank, "code": code, "host": socket.gethostname(),
+                                    "time": round(time.time(), 3)}) + "\n")
     except OSError:
         pass
 

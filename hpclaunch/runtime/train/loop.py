@@ -268,6 +268,9 @@ class _Run:
         """A checkpoint with the data position, so a resumed run sees the batches it has not seen yet; written in
         the background where the engine allows (hpclaunch/runtime/train/checkpoint.py)."""
         self.prog.enter("checkpoint", step)
+        # the metrics up to this step reach the run directory before the checkpoint can be complete: a rank killed
+        # later loses only lines of steps that a relaunch from this checkpoint computes (and logs) again
+        self.writer.flush()
         path = self.saver.save(self.engine, step, {"data": self.batches.position}, why)
         self.log(f"checkpoint {path} ({why})")
 

@@ -13,7 +13,8 @@ to its trackers: TensorBoard scalars, and W&B when the job's tracking.wandb is o
 
 What this costs the shared filesystem does not grow with the ranks nor with the log steps' rate: rank 0 appends
 its lines (and flushes its trackers) at most every FLUSH_INTERVAL s, the first at once and the rest when the
-writer closes at the loop's end or the process exits (a rank killed by SIGKILL loses at most that much); the other
+writer closes at the loop's end or the process exits, and at every checkpoint (a rank killed by SIGKILL loses at
+most the lines since the last checkpoint, the steps a relaunch from it computes and logs again); the other
 ranks of a supervised launch write theirs into their node's local folder, which the node supervisor appends to the
 run directory every few minutes and at the end (hpclaunch/runtime/node/noderecord.py).
 """
