@@ -12,6 +12,7 @@ from hpclaunch.config.loader import is_jobspec_file
 from hpclaunch.config.notify import NotifySpec
 from hpclaunch.config.profile import Partition, Profile, PythonEnv
 from hpclaunch.config.recipe import DeepSpeedSpec, Recipe
+from hpclaunch.config.requirements import needed_by
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.version import __version__
 
@@ -191,6 +192,13 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
     @property
     def layout(self) -> str:
         return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def requires(self) -> dict[str, str]:
+        """The packages the job's environment must hold, at these versions or newer (RUN_DIR/requires.json, read
+        by each node before its ranks start, and by preflight where the environment is visible): none for a
+        user's own script (submit SCRIPT.py, a recipe of task test)."""
+        return needed_by(self.recipe.launcher, self.recipe.adhoc or self.recipe.task == "test")
 
     @property
     def zero_stage(self) -> int:

@@ -71,6 +71,7 @@ from pathlib import Path
 # --- file and folder names
 SCRIPT = "job.sbatch"
 RESOLVED = "resolved.yaml"
+REQUIRES = "requires.json"  # the packages the job's environment must hold, {name: floor} (config/requirements.py)
 DS_CONFIG = "ds_config.json"
 MSRUN_NODE_SCRIPT = "msrun-node.sh"
 MSRUN_WORKER = "msrun_worker.py"
@@ -234,6 +235,10 @@ class RunFiles:
     @property
     def resolved(self) -> Path:
         return self.root / RESOLVED
+
+    @property
+    def requires(self) -> Path:
+        return self.root / REQUIRES
 
     @property
     def container_run(self) -> Path:

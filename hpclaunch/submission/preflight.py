@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from hpclaunch.config.profile import asset_store
+from hpclaunch.submission import envversions
 
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
@@ -210,15 +211,15 @@ def fits_devices(spec: JobSpec) -> None:
     check_fit(spec)
 
 
-CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, _launcher_programs, _container_image,
-                       _assets_staged, _assets_fit, fits_devices, _checkpoints_fit]
+CHECKS: list[Check] = [_script_exists, _override_config, _python_env_visible, envversions.check, _launcher_programs,
+                       _container_image, _assets_staged, _assets_fit, fits_devices, _checkpoints_fit]
 # what `submit --skip-fit-check` skips: the memory plan's checks (device memory, room for the checkpoints)
 PLAN_CHECKS = (fits_devices, _checkpoints_fit)
 # the store's check, which a submission over SSH makes on the login node instead (submission/overssh.py)
 ASSET_CHECKS = (_assets_staged, _assets_fit)
 # a dry run warns; a real submit refuses
-SOFT: set[Check] = {_python_env_visible, _launcher_programs, _container_image, _assets_staged, _assets_fit,
-                    fits_devices, _checkpoints_fit}
+SOFT: set[Check] = {_python_env_visible, envversions.check, _launcher_programs, _container_image, _assets_staged,
+                    _assets_fit, fits_devices, _checkpoints_fit}
 
 
 def preflight(spec: JobSpec, *, strict: bool = True, skip: Collection[Check] = ()) -> list[str]:

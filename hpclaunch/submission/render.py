@@ -204,7 +204,8 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
         run_template = containers.RUN_SCRIPTS.get(spec.profile.container.runtime)
         if run_template:  # the script a node's command runs in the container with (Charliecloud)
             extra[runfiles.CONTAINER_RUN] = env.get_template(run_template).render(context)
-    files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec)}
+    files_out = {runfiles.SCRIPT: script, runfiles.RESOLVED: spec.to_yaml(), **extra, **launcher.files(spec),
+                 runfiles.REQUIRES: json.dumps(spec.requires, sort_keys=True) + "\n"}
     return Rendered(script=script, files=files_out)
 
 

@@ -3,10 +3,11 @@
 The oldest versions of the job's packages that the runtime works with (hpclaunch/config/requirements.py),
 checked two ways:
 
-- `too_old()`: before a rank starts its script (hpclaunch/runtime/node/rank_exec.py) — an installed package older
-  than its floor ends the rank at once with a message naming the package, the version found and the version
-  needed, instead of a TypeError deep inside a library call. A package that is not installed is left to the
-  script (a user's own script may not need it). Reads package metadata only: no import, a few milliseconds.
+- `too_old()`: before a rank starts its script (hpclaunch/runtime/node/rank_exec.py) — an installed package the job
+  needs (RUN_DIR/requires.json: none for a user's own script) older than its floor ends the rank at once with a
+  message naming the package, the version found and the version needed, instead of a TypeError deep inside a
+  library call (preflight said it before queueing where it could see the environment: submission/envversions.py).
+  A package that is not installed is left to the script. Reads package metadata only: no import, a few milliseconds.
 - `report()`: `hpclaunch profiles check --on-node` runs this module on a compute node, inside the profile's modules
   and Python environment: Python, hpclaunch, each package imported for real (a broken install fails here) with its
   version against the floor, and the devices the node shows the job.
@@ -20,25 +21,13 @@ import argparse
 import importlib.metadata as md
 import json
 import os
-import re
 import subprocess
 import sys
 from typing import Any
 
-from hpclaunch.config.requirements import FLOORS, TORCH_STACK
+from hpclaunch.config.requirements import FLOORS, TORCH_STACK, version_tuple
 
 IMPORT_TIMEOUT = 300.0  # seconds for one package's import on a slow shared filesystem
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    """``2.13.0+cpu`` -> (2, 13, 0); ``0.19.8rc1`` -> (0, 19, 8): the release numbers only."""
-    out = []
-    for part in text.split("+")[0].split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        out.append(int(m.group()))
-    return tuple(out)
 
 
 def installed(package: str) -> str | None:
@@ -48,15 +37,15 @@ def installed(package: str) -> str | None:
         return None
 
 
-def too_old(packages: tuple[str, ...] = tuple(FLOORS)) -> list[str]:
+def too_old(packages: tuple[str, ...] = tuple(FLOORS), floors: dict[str, str] = FLOORS) -> list[str]:
     """One line per installed package older than its floor: `transformers 4.46.0 is installed; hpclaunch needs
     transformers >= 4.56`."""
     out = []
     for name in packages:
-        found = installed(name)
-        if found is not None and version_tuple(found) < version_tuple(FLOORS[name]):
-            out.append(f"{name} {found} is installed; hpclaunch needs {name} >= {FLOORS[name]} "
-                       f"(pip install '{name}>={FLOORS[name]}' in the job's environment)")
+        found, floor = installed(name), floors[name]
+        if found is not None and version_tuple(found) < version_tuple(floor):
+            out.append(f"{name} {found} is installed; hpclaunch needs {name} >= {floor} "
+                       f"(pip install '{name}>={floor}' in the job's environment)")
     return out
 
 

@@ -87,11 +87,16 @@ def _note_environment(path: Path) -> None:
 
 
 def _too_old() -> list[str]:
-    """The environment's packages older than hpclaunch needs (importlib.metadata costs ~25 ms: imported here, once
-    per node, not by every rank)."""
+    """The packages this job needs (RUN_DIR/requires.json: none for a user's own script) that the environment holds
+    older than their floor (importlib.metadata costs ~25 ms: imported here, once per node, not by every rank). A run
+    directory written before requires.json: every floor."""
     from hpclaunch.runtime.node import envcheck
 
-    return envcheck.too_old()
+    try:
+        needed = json.loads(runfiles.RunFiles.from_env().requires.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return envcheck.too_old()
+    return envcheck.too_old(tuple(needed), floors=needed)
 
 
 def _record_exit(rank: int, restart: int, code: int) -> None:
