@@ -112,6 +112,14 @@ class RestartDefaults(StrictModel, frozen=True, kw_only=True):
         description="relaunches of the training step in the same allocation, from the newest checkpoint, after a "
                     "node lost, a hang, a rank killed or a device/network fault; default: 3 on Slurm schedulers, 0 "
                     "on the local one")] = None
+    failures_per_node_hour: Annotated[float, Meta(ge=0, le=1, description=(
+        "failures a node meets per hour of a job, for the goodput `submit` promises; default 1/(7.9 h x 128 "
+        "nodes) = 0.000989: Meta's projected MTTF of 7.9 h for a 1,024-GPU job (8 GPUs a node), Kokolis et al., "
+        "Revisiting Reliability in Large-Scale Machine Learning Research Clusters, HPCA 2025, arXiv:2410.21680"))
+                                      ] = 0.000989
+    recovery_time: Annotated[float, Meta(ge=0, le=86400, description=(
+        "seconds from a fault to the next training step, for the goodput `submit` promises while no earlier run "
+        "of the recipe has measured a recovery (relaunch, start-up, checkpoint load)"))] = 300.0
 
 
 class HealthDefaults(StrictModel, frozen=True, kw_only=True):
