@@ -18,7 +18,7 @@ def submit_notes(spec: JobSpec, after: Sequence[str], dry_run: bool, warnings: S
     node), in the order it says them."""
     lines = _inject(spec) + _after(spec, after, dry_run)
     if dry_run and per_node:
-        lines += _resources(spec) + _checkpointing(spec) + _plan(spec)
+        lines += _resources(spec) + _checkpointing(spec) + _plan(spec) + _placement(spec)
     if not dry_run and _excludes_suspects(spec):
         lines += _excluded(spec.profile.scheduler)
     return lines + [f"hpclaunch: warning: {w}" for w in warnings]
@@ -76,6 +76,11 @@ def _plan(spec: JobSpec) -> list[str]:
     except NoPlan as exc:
         line = f"plan: not made: {exc.message}"
     return [*lines, f"hpclaunch: {line}"]
+
+
+def _placement(spec: JobSpec) -> list[str]:
+    """Where on the network the job asks to run and why (submission/placement.py), for a dry run."""
+    return [f"hpclaunch: {spec.placement.text}"] if spec.placement is not None and spec.placement.text else []
 
 
 def _after(spec: JobSpec, after: Sequence[str], dry_run: bool) -> list[str]:

@@ -126,6 +126,18 @@ class MicroBatchAuto(StrictModel, frozen=True, kw_only=True):
                 f"({self.device_gib:g} GiB - {self.margin:.0%} margin); {why}{divides}")
 
 
+class Placement(StrictModel, frozen=True, kw_only=True):
+    """Where on the network the job asks to run (hpclaunch/submission/placement.py), chosen at submit from its
+    tensor-parallel groups and the cluster's topology: what is asked of the scheduler and why."""
+
+    switches: Annotated[Annotated[int, Meta(ge=1)] | None, Meta(description="at most this many leaf switches")] = None
+    max_wait: Annotated[str | None, Meta(description="how long the scheduler may wait for those switches")] = None
+    segment: Annotated[Annotated[int, Meta(ge=1)] | None, Meta(description="every this many nodes in one block")] = (
+        None
+    )
+    text: Annotated[str, Meta(description="the choice in words, as the dry run says it")] = ""
+
+
 class JobSpec(StrictModel, frozen=True, kw_only=True):
     hpclaunch_version: str = __version__
     name: Annotated[str, Meta(description="the Slurm job name")]
@@ -178,6 +190,8 @@ class JobSpec(StrictModel, frozen=True, kw_only=True):
                                        "submit)")] = None
     micro_batch_auto: Annotated[MicroBatchAuto | None, Meta(
         description="what --set train.micro_batch_size=auto chose (null: the micro-batch was given)")] = None
+    placement: Annotated[Placement | None, Meta(
+        description="the network placement chosen at submit (null: none chosen, nothing asked)")] = None
     sbatch: Annotated[
         dict[str, str | None],
         Meta(

@@ -6,6 +6,7 @@ from hpclaunch.config import rules
 from hpclaunch.config.base import Meta, SlurmTimeText, StrictModel
 from hpclaunch.config.notify import NotifySpec
 from hpclaunch.config.rules import BACKENDS, VISIBLE_DEVICES_VAR
+from hpclaunch.config.topology import TopologyConfig
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.backends import SCHEDULERS, can
 
@@ -276,6 +277,10 @@ class Profile(StrictModel, frozen=True, kw_only=True):
                                          "by the scheduler's broadcast (Slurm: srun --bcast), read once from the "
                                          "store whatever the node count; false: each node copies it from the store "
                                          "(docs/fast-start.md#one-read-whatever-the-node-count)")] = True
+
+    topology: Annotated[TopologyConfig, Meta(description="the network's leaf switches or blocks, read at submit or "
+                                             "given here, and how a job is placed on them "
+                                             "(docs/profiles.md#network-topology)")] = TopologyConfig()
 
     def __post_init__(self) -> None:
         rules.consistent_profile(self)

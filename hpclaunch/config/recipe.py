@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from hpclaunch.config import rules
 from hpclaunch.config.base import Meta, SlurmTimeText, StrictModel
 from hpclaunch.config.notify import NotifySpec
+from hpclaunch.config.topology import TopologySpec
 from hpclaunch.config.tracking import TrackingSpec
 from hpclaunch.core.backends import LAUNCHER_NAMES
 
@@ -316,6 +317,8 @@ class Recipe(StrictModel, frozen=True, kw_only=True):
         CheckpointSpec,
         Meta(description="whether the script resumes from its checkpoints (a stopped job requeues only then)"),
     ] = CheckpointSpec()
+    topology: Annotated[TopologySpec, Meta(description="the job's placement on the network (topology.placement), "
+                                           "over the profile's")] = TopologySpec()
     notify: Annotated[NotifySpec, Meta(description="word when the job ends (webhook, command, mail), over the "
                                        "profile's (submit --notify URL|COMMAND over both)")] = NotifySpec()
     args: Annotated[

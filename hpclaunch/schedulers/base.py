@@ -102,6 +102,16 @@ class PartitionLoad:
 
 
 @dataclass(frozen=True)
+class Topology:
+    """The cluster's network as its scheduler reports it: leaf switches (`kind` tree) or blocks (block), each as
+    the number of nodes it holds; `source`: the command that said so."""
+
+    kind: str  # "tree" or "block"
+    sizes: tuple[int, ...]  # nodes under each leaf switch / in each block
+    source: str
+
+
+@dataclass(frozen=True)
 class Check:
     """One row of `hpclaunch profiles check`: what was checked, what was found, and how to fix it."""
 
@@ -220,6 +230,11 @@ class Scheduler(ABC):
     def estimated_start(self, partition: str, nodes: int, gres: str | None, per_node: int,
                         time_limit: str | None) -> str | None:
         """When a job of this shape would start if submitted now (queuing nothing); None where it cannot tell."""
+        return None
+
+    def topology(self) -> Topology | None:
+        """The network's leaf switches or blocks as the scheduler reports them (submission/placement.py); None where
+        it reports none or cannot be asked."""
         return None
 
     def find_job(self, run_dir: Path) -> str | None:

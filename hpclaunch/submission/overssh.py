@@ -20,16 +20,18 @@ from hpclaunch.core.remote import SshHost, Target, login_path, parse_target
 from hpclaunch.errors import ConfigError
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission.placement import with_placement
 from hpclaunch.submission.preflight import ASSET_CHECKS, PLAN_CHECKS, preflight
 from hpclaunch.submission.render import render
 from hpclaunch.submission.rundir import recipe_copy, remove_run_dir, with_recipe_copy, write_run_dir
 from hpclaunch.submission.space import with_checkpoint_size
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.config.profile import Profile
+    from hpclaunch.schedulers.base import Topology
     from hpclaunch.submission.submit import Submission
 
 DEFAULT_REMOTE_ROOT = "~/.hpclaunch/runs"
@@ -92,11 +94,22 @@ def prepare(spec: JobSpec, home: str, *, strict: bool, skip_fit_check: bool,
     else:
         warnings.append("the staged assets are checked in the login node's store when the job is submitted")
     run_dir = remote_run_dir(spec, home)
-    job_spec = with_recipe_copy(with_checkpoint_size(spec), run_dir)
+    read = None if host is None else _reader(spec, host)
+    job_spec = with_recipe_copy(with_placement(with_checkpoint_size(spec), read), run_dir)
     rendered = render(job_spec, run_dir)
     staging = _staging(run_dir)
     write_run_dir(staging, rendered.files, recipe_copy(spec))
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings)), staging
+
+
+def _reader(spec: JobSpec, host: SshHost) -> Callable[[], Topology | None]:
+    """The cluster's topology, asked on the login node (submission/placement.py reads it only when needed)."""
+    def read() -> Topology | None:
+        from hpclaunch.schedulers import get_scheduler
+
+        return get_scheduler(spec.profile.scheduler, host.target.to_dict()).topology()
+
+    return read
 
 
 def dry_run(spec: JobSpec, *, skip_fit_check: bool = False) -> Submission:

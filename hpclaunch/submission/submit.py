@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission.placement import scheduler_reader, with_placement
 from hpclaunch.submission.preflight import PLAN_CHECKS, notes, preflight
 from hpclaunch.submission.render import render
 from hpclaunch.submission.rundir import new_run_dir, recipe_copy, remove_run_dir, with_recipe_copy, write_run_dir
@@ -50,7 +51,7 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
         get_scheduler(spec.profile.scheduler).check_available()
     warnings = preflight(spec, strict=strict, skip=PLAN_CHECKS if skip_fit_check else ()) + notes(spec)
     run_dir = new_run_dir(spec)
-    job_spec = with_recipe_copy(with_checkpoint_size(spec), run_dir)
+    job_spec = with_recipe_copy(with_placement(with_checkpoint_size(spec), scheduler_reader(spec)), run_dir)
     rendered = render(job_spec, run_dir)
     write_run_dir(run_dir, rendered.files, recipe_copy(spec))
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))

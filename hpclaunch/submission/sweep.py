@@ -159,6 +159,7 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
             strict: bool = False, skip_fit_check: bool = False) -> SweepSubmission:
     """Check and render every element, then write the sweep folder (complete or not at all)."""
     from hpclaunch.schedulers import get_scheduler
+    from hpclaunch.submission.placement import once, scheduler_reader, with_placement
     from hpclaunch.submission.preflight import PLAN_CHECKS, preflight
     from hpclaunch.submission.render import render, render_sweep
     from hpclaunch.submission.rundir import new_sweep_dir, recipe_copy, with_recipe_copy, write_sweep_dir
@@ -177,12 +178,13 @@ def dry_run(elements: Sequence[tuple[dict, JobSpec]], max_parallel: int | None, 
     warnings: dict[str, None] = {}
     done: list[Element] = []
     written: list[tuple[Path, dict[str, str], RecipeCopy]] = []
+    read = once(scheduler_reader(first))  # the topology, asked at most once for all elements
     for index, (values, spec) in enumerate(elements):
         run_dir = folder.element(index)
         try:
             skip = PLAN_CHECKS if skip_fit_check else ()
             warnings.update(dict.fromkeys(preflight(spec, strict=strict, skip=skip)))
-            job_spec = with_recipe_copy(spec, run_dir)
+            job_spec = with_recipe_copy(with_placement(spec, read), run_dir)
             rendered = render(job_spec, run_dir)
         except HpclaunchError as exc:
             raise _element_error(exc, index, len(elements), values) from None

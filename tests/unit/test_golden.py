@@ -22,6 +22,7 @@ import pytest
 
 from hpclaunch.errors import ConfigError
 from hpclaunch.state.runfiles import CONTAINER_RUN
+from hpclaunch.submission.placement import with_placement
 from hpclaunch.submission.render import Rendered, render
 from hpclaunch.submission.resolve import CliOverrides, resolve
 from hpclaunch.submission.rundir import with_recipe_copy
@@ -62,6 +63,13 @@ def _cases() -> list[tuple[str, str, str, str | None, str]]:
         ("torchrun-local-apptainer-1n", "allreduce", str(boxed / "local-apptainer.yaml"), None, "1n2g"),
         ("gpt2-dev-slurm-container-2n1g-tiny", "gpt2", "dev-slurm-container", "tiny", "2n1g"),
     ]
+    # a network topology declared in the profile (docs/profiles.md#network-topology): tensor-parallel groups of 2
+    # on 1 device per node span 2 nodes; the tree's 4 nodes fit one leaf switch, the blocks hold every 2 nodes
+    topo = GOLDEN.parent / "topology_profiles"
+    cases += [
+        ("mixtral-a800-tree-4n1g-tp", "mixtral", str(topo / "a800-tree.yaml"), "tp", "4n1g"),
+        ("mixtral-a800-block-8n1g-tp", "mixtral", str(topo / "a800-block.yaml"), "tp", "8n1g"),
+    ]
     return cases
 
 
@@ -86,7 +94,7 @@ _HEADER = re.compile(
 def _render(recipe: str, profile: str, preset: str | None, layout: str, sbatch: tuple[str, ...] = (),
             sets: tuple[str, ...] = ()) -> Rendered:
     cli = CliOverrides(preset=preset, layout=layout, sbatch=sbatch, sets=sets)
-    spec = resolve(recipe, profile, cli)
+    spec = with_placement(resolve(recipe, profile, cli))  # the profile's topology, as submit places the job
     rendered = render(with_recipe_copy(spec, RUN_DIR), RUN_DIR)
     return rendered
 

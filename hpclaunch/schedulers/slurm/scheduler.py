@@ -15,7 +15,7 @@ from hpclaunch.config.walltime import format_time, parse_time
 from hpclaunch.core.shell import ShellExpr, quote
 from hpclaunch.errors import CommandError, ConfigError
 from hpclaunch.launchers import containers
-from hpclaunch.schedulers.base import Check, JobStatus, PartitionLoad, Scheduler
+from hpclaunch.schedulers.base import Check, JobStatus, PartitionLoad, Scheduler, Topology
 from hpclaunch.schedulers.slurm.options import (
     MEMORY,
     SIGNAL_HINT,
@@ -97,6 +97,11 @@ def _own_options(spec: JobSpec, run_dir: Path, array: str | None) -> dict[str, s
         ours["account"] = spec.profile.account
     if spec.profile.qos:
         ours["qos"] = spec.profile.qos
+    if spec.placement is not None and spec.placement.switches is not None:  # the network (submission/placement.py)
+        wait = spec.placement.max_wait
+        ours["switches"] = f"{spec.placement.switches}" + (f"@{wait}" if wait else "")
+    if spec.placement is not None and spec.placement.segment is not None:
+        ours["segment"] = str(spec.placement.segment)
     return {**ours, **mail_options(spec.notify.mail)}  # notify.mail: where the site has mail
 
 
@@ -379,6 +384,13 @@ class SlurmScheduler(Scheduler):
         from hpclaunch.schedulers.slurm import avail
 
         return avail.start_estimate(self.host, partition, nodes, gres, per_node, time_limit)
+
+    def topology(self) -> Topology | None:
+        """`scontrol show topology` (schedulers/slurm/topology.py): leaf switches or blocks; None without them."""
+        from hpclaunch.schedulers.slurm.topology import parse_topology
+
+        proc = self.host.run(["scontrol", "show", "topology"], check=False, timeout=30)
+        return parse_topology(proc.stdout) if proc.returncode == 0 else None
 
     def find_job(self, run_dir: Path) -> str | None:
         """From the job's output file (it started), else from squeue: the job whose batch script is this
