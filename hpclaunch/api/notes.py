@@ -1,6 +1,7 @@
 """What `submit` (one job or a sweep) says besides the job id, as lines for stderr (the CLI) or a tool's second
 text block (MCP): fault injection armed, how the job waits (--after), what a dry run asks of each node and its
-memory plan's line, suspect nodes excluded, the submission's warnings. `submit_notes` gives them in order."""
+memory plan's line, suspect nodes excluded, the submission's warnings. `submit_notes` gives them in order;
+`promise_notes` the goodput the job is promised."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hpclaunch.config.jobspec import JobSpec
 
 
@@ -22,6 +25,17 @@ def submit_notes(spec: JobSpec, after: Sequence[str], dry_run: bool, warnings: S
     if not dry_run and _excludes_suspects(spec):
         lines += _excluded(spec.profile.scheduler)
     return lines + [f"hpclaunch: warning: {w}" for w in warnings]
+
+
+def promise_notes(run_dir: Path, dry_run: bool) -> list[str]:
+    """The goodput the job is promised (RUN_DIR/promise.json, hpclaunch/plan/promise.py): its inputs and the best
+    checkpoint interval for a dry run, one line for a job queued."""
+    from hpclaunch.submission import measured
+
+    made = measured.read(run_dir)
+    if made is None:
+        return []
+    return [f"hpclaunch: {line}" for line in made.lines()] if dry_run else [f"hpclaunch: {made.summary()}"]
 
 
 def _inject(spec: JobSpec) -> list[str]:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from hpclaunch.report.metrics import Metrics
     from hpclaunch.state.registry import JobRecord
     from hpclaunch.state.runarchive import Run
+    from hpclaunch.state.runfiles import RunFiles
 
 SWEEP_KEYS = ("steps", "first_loss", "last_loss", "min_loss", "eval_loss", "mean_tokens_per_s")
 ENERGY_HEADERS = ("job", "device-hours", "energy", "cost")
@@ -101,8 +102,9 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
     saved = checkpoints.load(files)
     ledger = goodput.of_run(files, nodes=goodput.nodes_of(record.layout or ""), spare_nodes=record.spare_nodes,
                             restarts=restarts, saved=saved)
+    promise, promised = _promise(files, ledger, restarts)
     lines = [*(f"{k}: {human(v) if k.endswith('_bytes') else fmt(v)}" for k, v in info.items() if v is not None),
-             *([goodput.describe(ledger)] if ledger else []),
+             *([goodput.describe(ledger)] if ledger else []), *promised,
              *(checkpoints.describe(r, human) for r in saved),
              *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
              *([f"node health: {describe_health(health)}"] if health else []),
@@ -115,9 +117,29 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
     summary_file = out / "summary.txt"
     summary_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = {**info, "checkpoints": saved, **checkpoints.totals(saved), "timeline": restarts, "goodput": ledger,
-            "health": health, "stragglers": slow, "usage": used, "energy": spent, "plots": [str(p) for p in paths],
-            "summary_file": str(summary_file)}
+            "promise": promise, "health": health, "stragglers": slow, "usage": used, "energy": spent,
+            "plots": [str(p) for p in paths], "summary_file": str(summary_file)}
     return Report(job, data, lines, paths, summary_file)
+
+
+def _promise(files: RunFiles, ledger: dict[str, Any] | None,
+             restarts: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The goodput promised at submit (RUN_DIR/promise.json) and the outcome beside it: the ledger's goodput after
+    the first start-up, as the promise counts it, and the recoveries; (None, []) for a job promised nothing."""
+    from hpclaunch.plan.promise import outcome_line
+    from hpclaunch.report.goodput import after_startup
+    from hpclaunch.state import recoveries
+    from hpclaunch.submission import measured
+
+    made = measured.read(files.root)
+    if made is None:
+        return None, []
+    lines, outcome = [f"promised at submit: {made.summary()}"], None
+    if ledger:
+        after, n = after_startup(ledger, restarts), len(recoveries.load(files))
+        outcome = {"goodput_after_startup": after, "goodput": ledger["goodput"], "recoveries": n}
+        lines.append(outcome_line(after, ledger["goodput"], n))
+    return {"promised": made.to_json(), "outcome": outcome}, lines
 
 
 def usage_energy(record: JobRecord) -> tuple[dict, dict]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.api.budget import check_budget
 from hpclaunch.api.job import Job
-from hpclaunch.api.notes import submit_notes
+from hpclaunch.api.notes import promise_notes, submit_notes
 from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ def submit_request(recipe: str, profile: str | None, cli: CliOverrides, sweep: S
         done = submission.dry_run(spec, skip_fit_check=skip_fit_check)
     else:
         done = submission.submit(spec, after, skip_fit_check=skip_fit_check)
-    notes = submit_notes(done.spec, after, dry_run, done.warnings) + _expected_start(done.job_id, done.spec)
+    notes = (submit_notes(done.spec, after, dry_run, done.warnings) + promise_notes(done.run_dir, dry_run)
+             + _expected_start(done.job_id, done.spec))
     return Job(done.job_id, done.run_dir, done.script_path, done.spec, done.warnings, notes=tuple(notes))
 
 

@@ -5,6 +5,8 @@
     memory.py   bytes per device: model states by ZeRO stage / offload / precision, activations, buffers
     suggest.py  the nearest settings that fit when a job does not
     job.py      a JobSpec's plan (`plan_job`) and preflight's fit check (`check_fit`)
+    promise.py  the goodput a job can expect from failures against checkpoints, and the checkpoint interval that
+                maximizes it (Young/Daly): what `submit` promises and `report` sets the outcome beside
 
 Importing this package imports neither torch nor transformers: only building a model does.
 

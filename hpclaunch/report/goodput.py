@@ -123,6 +123,17 @@ def _startup(entry: Mapping[str, Any]) -> float:
     return total
 
 
+def after_startup(led: Mapping[str, Any], restarts: Sequence[Mapping[str, Any]]) -> float:
+    """The ledger's goodput with the first launch's start-up and health checks left out of the allocation, as the
+    goodput submit promises counts it (hpclaunch/plan/promise.py); later start-ups (relaunches, resubmissions)
+    stay in."""
+    first = _startup(restarts[0]) + restarts[0]["durations"].get(HEALTH_SPAN, 0.0) if restarts else 0.0
+    rest = led["allocated_s"] - first
+    if rest <= 0:
+        return 0.0
+    return round(led["productive_s"] * led["nodes"] / (rest * (led["nodes"] + led["spare_nodes"])), 4)
+
+
 def _recovery(restarts: Sequence[Mapping[str, Any]]) -> float:
     """Seconds between the end of one launch and the start of the next inside the same job."""
     gaps = 0.0

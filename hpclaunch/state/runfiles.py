@@ -386,6 +386,11 @@ class RunFiles:
         return self.root / "recoveries.jsonl"
 
     @property
+    def promise(self) -> Path:
+        """The goodput submit promised (hpclaunch/plan/promise.py), beside which `report` sets the outcome."""
+        return self.root / "promise.json"
+
+    @property
     def provenance(self) -> Path:
         return self.root / PROVENANCE
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.submission import measured
 from hpclaunch.submission.placement import scheduler_reader, with_placement
 from hpclaunch.submission.preflight import PLAN_CHECKS, notes, preflight
 from hpclaunch.submission.render import render
@@ -54,6 +55,7 @@ def dry_run(spec: JobSpec, *, check_scheduler: bool = False, strict: bool = Fals
     job_spec = with_recipe_copy(with_placement(with_checkpoint_size(spec), scheduler_reader(spec)), run_dir)
     rendered = render(job_spec, run_dir)
     write_run_dir(run_dir, rendered.files, recipe_copy(spec))
+    measured.write(job_spec, run_dir)  # the goodput it is promised (report sets the outcome beside it)
     return Submission(job_spec, run_dir, rendered.script, None, tuple(warnings))
 
 
