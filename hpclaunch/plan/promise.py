@@ -30,8 +30,8 @@ FAR = 2.0  # the recipe's interval is "far" from the best when it is more than t
 
 @dataclass(frozen=True)
 class Figure:
-    """One input and where it came from (``measured: job 12345, median of 4 saves``, ``profile restarts.
-    recovery_time``)."""
+    """One input and where it came from (``measured, median of 4 saves (job 12345)``, ``profile
+    restarts.recovery_time``)."""
 
     value: float
     source: str
@@ -97,10 +97,11 @@ class Promise:
 
     @property
     def far(self) -> bool:
-        """The recipe's interval is more than FAR times longer or shorter than the best."""
-        if self.interval_s is None or math.isinf(self.best_s) or self.best_s <= 0:
+        """The recipe's interval is more than FAR times longer or shorter than the best (at most the run)."""
+        best = min(self.best_s, self.inputs.run_s)
+        if self.interval_s is None or best <= 0:
             return False
-        return not 1 / FAR <= self.interval_s / self.best_s <= FAR
+        return not 1 / FAR <= self.interval_s / best <= FAR
 
     def lines(self) -> list[str]:
         """The dry run's words, each within 69 columns (80 with the ``hpclaunch: `` of the CLI)."""

@@ -75,6 +75,10 @@ def test_a_run_shorter_than_its_limit_and_spare_nodes():
     p = make(_inputs(step=Figure(2.0, "test"), max_steps=1000))
     assert p.inputs.run_s == 2000.0 and p.interval_s == 2000.0
     assert p.goodput == pytest.approx(0.9685259, abs=1e-7) and p.failures == pytest.approx(0.05)
+    # saving at the end of a run shorter than the best interval (792 s) is the best there is: not far
+    short = make(_inputs(step=Figure(2.0, "test"), max_steps=100))  # 200 s
+    assert short.interval_s == 200.0 and not short.far
+    assert "    longer than the run: the save at the end is enough" in short.lines()
     # 10 spare nodes idle: x 90 / 100
     spared = make(_inputs(step=Figure(2.0, "test"), max_steps=1000, spare_nodes=10))
     assert spared.goodput == pytest.approx(0.9 * 0.9685259, abs=1e-7)
