@@ -80,12 +80,14 @@ def choose(spec: JobSpec, read: Reader | None = None) -> Placement | None:
         return Placement(text=f"topology: {groups} span {k} nodes, but {where}: nothing asked (give the profile's "
                               "topology.kind and topology.size to place them)")
     kind, size = topo
-    unit = "leaf switch" if kind == "tree" else "block"
+    unit, units = ("leaf switch", "leaf switches") if kind == "tree" else ("block", "blocks")
     if k > size:
         raise LimitError(
-            f"{groups} on {per_node} per node span {k} nodes, but one {unit} holds at most {size} nodes ({where}): "
-            f"every group would cross the network between {unit}s at every layer",
-            hint=f"use groups of at most {size * per_node} devices (parallel.model_parallel), more devices per node, "
+            f"{groups} on {per_node} per node span {k} nodes, but one {unit} holds at most {size} "
+            f"node{'s' if size > 1 else ''} ({where}): every group would cross the network between {units} at "
+            "every layer",
+            hint=f"use groups of at most {size * per_node} device{'s' if size * per_node > 1 else ''} "
+                 "(parallel.model_parallel), more devices per node, "
                  "or --set topology.placement=none to run across them anyway")
     if kind == "block":
         return Placement(segment=k, text=f"topology: {groups} span {k} nodes: every {k} nodes in one block of "
