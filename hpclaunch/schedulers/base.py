@@ -232,9 +232,9 @@ class Scheduler(ABC):
         """When a job of this shape would start if submitted now (queuing nothing); None where it cannot tell."""
         return None
 
-    def topology(self) -> Topology | None:
-        """The network's leaf switches or blocks as the scheduler reports them (submission/placement.py); None where
-        it reports none or cannot be asked."""
+    def topology(self, partition: str) -> Topology | None:
+        """The network's leaf switches or blocks under `partition`'s nodes, as the scheduler reports them
+        (submission/placement.py); None where it reports none or cannot be asked."""
         return None
 
     def find_job(self, run_dir: Path) -> str | None:

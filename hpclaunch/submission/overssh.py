@@ -107,7 +107,7 @@ def _reader(spec: JobSpec, host: SshHost) -> Callable[[], Topology | None]:
     def read() -> Topology | None:
         from hpclaunch.schedulers import get_scheduler
 
-        return get_scheduler(spec.profile.scheduler, host.target.to_dict()).topology()
+        return get_scheduler(spec.profile.scheduler, host.target.to_dict()).topology(spec.partition)
 
     return read
 

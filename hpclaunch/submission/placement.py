@@ -166,6 +166,6 @@ def scheduler_reader(spec: JobSpec) -> Reader:
     def read() -> Topology | None:
         from hpclaunch.schedulers import get_scheduler
 
-        return get_scheduler(spec.profile.scheduler).topology()
+        return get_scheduler(spec.profile.scheduler).topology(spec.partition)
 
     return read

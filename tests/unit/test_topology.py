@@ -12,12 +12,12 @@ import pytest
 from hpclaunch.config.topology import parse_placement, placement_text
 from hpclaunch.errors import ConfigError, LimitError
 from hpclaunch.schedulers.base import Topology
-from hpclaunch.schedulers.slurm.topology import expand_hostlist, parse_topology
+from hpclaunch.schedulers.slurm.topology import expand_hostlist, parse_topology, partition_fields
 from hpclaunch.submission.placement import choose, group_nodes
 from hpclaunch.submission.resolve import CliOverrides, resolve
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SLURM = FIXTURES / "slurm"
+RECORDED = FIXTURES / "slurm_topology"  # SOURCES.md there says where each file comes from
 TREE = str(FIXTURES / "topology_profiles" / "a800-tree.yaml")
 BLOCK = str(FIXTURES / "topology_profiles" / "a800-block.yaml")
 
@@ -39,7 +39,16 @@ def test_hostlists_expand_as_slurm_writes_them():
 
 
 def test_no_topology_plugin_is_no_topology():
-    assert parse_topology("") is None  # "No topology information available" goes to stderr, exit 0
+    """Slurm 22.05 without a topology plugin: nothing on stdout, "No topology information available" on stderr,
+    exit 0."""
+    assert (RECORDED / "dev-22.05.8-topology-none.stdout").read_text() == ""
+    assert "No topology information" in (RECORDED / "dev-22.05.8-topology-none.stderr").read_text()
+    assert parse_topology((RECORDED / "dev-22.05.8-topology-none.stdout").read_text()) is None
+
+
+def test_a_partition_says_its_nodes_and_before_25_05_no_topology_of_its_own():
+    nodes, name = partition_fields((RECORDED / "dev-22.05.8-partition-debug.txt").read_text())
+    assert nodes == {"node1", "node2", "node3", "node4"} and name is None
 
 
 # --- the choice ----------------------------------------------------------------------------------------------------

@@ -385,12 +385,16 @@ class SlurmScheduler(Scheduler):
 
         return avail.start_estimate(self.host, partition, nodes, gres, per_node, time_limit)
 
-    def topology(self) -> Topology | None:
-        """`scontrol show topology` (schedulers/slurm/topology.py): leaf switches or blocks; None without them."""
-        from hpclaunch.schedulers.slurm.topology import parse_topology
+    def topology(self, partition: str) -> Topology | None:
+        """`scontrol show topology` (schedulers/slurm/topology.py): the leaf switches or blocks that hold the
+        partition's nodes (`scontrol show partition`: its nodes and, from Slurm 25.05, its own topology); None
+        without them."""
+        from hpclaunch.schedulers.slurm.topology import parse_topology, partition_fields
 
-        proc = self.host.run(["scontrol", "show", "topology"], check=False, timeout=30)
-        return parse_topology(proc.stdout) if proc.returncode == 0 else None
+        part = self.host.run(["scontrol", "show", "partition", partition, "--oneliner"], check=False, timeout=30)
+        nodes, name = partition_fields(part.stdout) if part.returncode == 0 else (None, None)
+        proc = self.host.run(["scontrol", "show", "topology", *([name] if name else [])], check=False, timeout=30)
+        return parse_topology(proc.stdout, nodes) if proc.returncode == 0 else None
 
     def find_job(self, run_dir: Path) -> str | None:
         """From the job's output file (it started), else from squeue: the job whose batch script is this

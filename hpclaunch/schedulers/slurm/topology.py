@@ -45,18 +45,27 @@ def _fields(line: str) -> dict[str, str]:
     return dict(word.split("=", 1) for word in line.split() if "=" in word)
 
 
-def parse_topology(text: str) -> Topology | None:
-    """`scontrol show topology`'s answer as leaf switches or blocks with their node counts; None when it lists
-    neither (no topology plugin, or one that reports nothing)."""
+def partition_fields(text: str) -> tuple[set[str] | None, str | None]:
+    """`scontrol show partition NAME --oneliner`: (its nodes, its topology's name: Slurm 25.05+, where a partition
+    may name one of topology.yaml's; None before)."""
+    f = _fields(text)
+    nodes = set(expand_hostlist(f["Nodes"])) if f.get("Nodes") and f["Nodes"] != "ALL" else None
+    return nodes, f.get("Topology") or None
+
+
+def parse_topology(text: str, nodes: set[str] | None = None) -> Topology | None:
+    """`scontrol show topology`'s answer as leaf switches or blocks with their node counts (of `nodes` only, a
+    partition's, where given); None when it lists neither (no topology plugin, or one that reports nothing)."""
     leaves: list[int] = []
     blocks: list[int] = []
     for line in text.splitlines():
         f = _fields(line)
-        nodes = len(expand_hostlist(f.get("Nodes", ""))) if f.get("Nodes") else 0
-        if "BlockName" in f and nodes:
-            blocks.append(nodes)
-        elif "SwitchName" in f and nodes and f.get("Level", "0") == "0":
-            leaves.append(nodes)
+        names = expand_hostlist(f.get("Nodes", ""))
+        count = len(names if nodes is None else [n for n in names if n in nodes])
+        if "BlockName" in f and count:
+            blocks.append(count)
+        elif "SwitchName" in f and count and f.get("Level", "0") == "0":
+            leaves.append(count)
     if blocks:
         return Topology("block", tuple(blocks), "scontrol show topology")
     if leaves:
