@@ -106,7 +106,30 @@ def profile_checks(profile: Profile) -> list[Check]:
     found = parse_sinfo(text)
     for name, want in profile.partitions.items():
         checks += partition(name, want, found.get(name), sorted(found))
+        checks += topology(profile, name) if name in found else []
     return checks
+
+
+def topology(profile: Profile, name: str) -> list[Check]:
+    """What Slurm says of the partition's network (docs/profiles.md#network-topology), held against the profile's
+    topology section; no row where neither has one."""
+    from hpclaunch.schedulers.slurm.topology import read_topology
+
+    cfg, label = profile.topology, f"partition {name} topology"
+    if cfg.kind == "none":
+        return []
+    read = read_topology(cmd.run, name)
+    if read is None:
+        if cfg.kind == "auto":
+            return []
+        return [Check(label, True, f"Slurm reports none; the profile says {cfg.kind} of {cfg.size} nodes")]
+    unit = "leaf switches" if read.kind == "tree" else "blocks"
+    said = f"{unit} of {', '.join(map(str, read.sizes))} nodes (scontrol show topology)"
+    if cfg.kind in ("tree", "block") and (cfg.kind != read.kind or (cfg.size or 0) > max(read.sizes)):
+        return [Check(label, False, f"{said}; the profile says {cfg.kind} of {cfg.size} nodes",
+                      f"set topology.kind to {read.kind} and topology.size to {max(read.sizes)}, or topology.kind to "
+                      "auto to use what Slurm says")]
+    return [Check(label, True, said)]
 
 
 def probe(script: Path, output: Path, profile: Profile, *, timeout: float) -> int:

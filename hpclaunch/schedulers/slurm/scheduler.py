@@ -386,15 +386,10 @@ class SlurmScheduler(Scheduler):
         return avail.start_estimate(self.host, partition, nodes, gres, per_node, time_limit)
 
     def topology(self, partition: str) -> Topology | None:
-        """`scontrol show topology` (schedulers/slurm/topology.py): the leaf switches or blocks that hold the
-        partition's nodes (`scontrol show partition`: its nodes and, from Slurm 25.05, its own topology); None
-        without them."""
-        from hpclaunch.schedulers.slurm.topology import parse_topology, partition_fields
+        """The leaf switches or blocks that hold the partition's nodes (schedulers/slurm/topology.py)."""
+        from hpclaunch.schedulers.slurm.topology import read_topology
 
-        part = self.host.run(["scontrol", "show", "partition", partition, "--oneliner"], check=False, timeout=30)
-        nodes, name = partition_fields(part.stdout) if part.returncode == 0 else (None, None)
-        proc = self.host.run(["scontrol", "show", "topology", *([name] if name else [])], check=False, timeout=30)
-        return parse_topology(proc.stdout, nodes) if proc.returncode == 0 else None
+        return read_topology(self.host.run, partition)
 
     def find_job(self, run_dir: Path) -> str | None:
         """From the job's output file (it started), else from squeue: the job whose batch script is this

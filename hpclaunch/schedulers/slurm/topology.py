@@ -13,6 +13,8 @@ Without a topology plugin Slurm answers "No topology information available" (on 
 from __future__ import annotations
 
 import re
+import subprocess
+from collections.abc import Callable
 
 from hpclaunch.schedulers.base import Topology
 from hpclaunch.schedulers.slurm.options import split_nodes
@@ -71,3 +73,13 @@ def parse_topology(text: str, nodes: set[str] | None = None) -> Topology | None:
     if leaves:
         return Topology("tree", tuple(leaves), "scontrol show topology")
     return None
+
+
+def read_topology(run: Callable[..., subprocess.CompletedProcess[str]], partition: str) -> Topology | None:
+    """Ask Slurm through `run` (a host's run: here or on a login node): `scontrol show partition` for the partition's
+    nodes and, from Slurm 25.05, its own topology of topology.yaml; then `scontrol show topology` (of that one). Only
+    the leaf switches and blocks that hold the partition's nodes count; None without any."""
+    part = run(["scontrol", "show", "partition", partition, "--oneliner"], check=False, timeout=30)
+    nodes, name = partition_fields(part.stdout) if part.returncode == 0 else (None, None)
+    proc = run(["scontrol", "show", "topology", *([name] if name else [])], check=False, timeout=30)
+    return parse_topology(proc.stdout, nodes) if proc.returncode == 0 else None
