@@ -29,6 +29,7 @@ in tests/fixtures/device-tools/. Standard library only.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -179,13 +180,23 @@ DEVICE_TOOLS: tuple[tuple[str, list[str], Callable[[str], list[dict[str, Any]]]]
 )
 
 
+@functools.lru_cache(maxsize=4)
+def _device_tool(search: str) -> tuple[str, str, list[str], Callable[[str], list[dict[str, Any]]]] | None:
+    """The first tool of DEVICE_TOOLS on the PATH `search`, looked up once per PATH: every lookup stats each PATH
+    entry, and on a cluster those are often on the shared filesystem (module trees, conda envs)."""
+    for tool, args, parse in DEVICE_TOOLS:
+        path = shutil.which(tool, path=search)
+        if path is not None:
+            return tool, path, args, parse
+    return None
+
+
 def device_sample() -> tuple[str | None, list[dict[str, Any]] | None]:
     """(tool, one dict per device) from the first tool of DEVICE_TOOLS on PATH; (tool, []) when it fails or
     says nothing we read; (None, None) on a node with none of them."""
-    for tool, args, parse in DEVICE_TOOLS:
-        path = shutil.which(tool)
-        if path is None:
-            continue
+    found = _device_tool(os.environ.get("PATH", os.defpath))
+    if found is not None:
+        tool, path, args, parse = found
         try:
             proc = subprocess.run([path, *args], capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired):
