@@ -143,6 +143,7 @@ write_files() {
   CHANGED=0
   install_text "$ROOT/etc/slurm/slurm.conf" 644 <"$TPL/slurm.conf" && CHANGED=1
   install_text "$ROOT/etc/slurm/gres.conf" 644 <"$TPL/gres.conf" && CHANGED=1
+  install_text "$ROOT/etc/slurm/topology.yaml" 644 <"$TPL/topology.yaml" && CHANGED=1
   install_text "$ROOT/etc/slurm/slurmdbd.conf" 600 <"$TPL/slurmdbd.conf" || true
   sed "s|@PYBIN@|$(host_python_bin)|" "$TPL/task-prolog.sh" | install_text "$ROOT/etc/slurm/task-prolog.sh" 755 || true
   if [ ! -s "$ROOT/etc/slurm/jwt_hs256.key" ]; then

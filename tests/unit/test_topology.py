@@ -38,6 +38,31 @@ def test_hostlists_expand_as_slurm_writes_them():
     assert expand_hostlist("sid1") == ["sid1"]
 
 
+def test_a_tree_is_its_leaf_switches_with_their_node_counts():
+    text = (RECORDED / "dev-26.05.5-topology-tree.txt").read_text()
+    assert text.startswith("SwitchName=root Level=1 LinkSpeed=0 Nodes=sid[1-4] Switches=leaf[1-2]\n")
+    assert parse_topology(text) == Topology("tree", (2, 2), "scontrol show topology")  # the root is no leaf
+    assert parse_topology(text, {"sid1", "sid2", "sid3"}) == Topology("tree", (2, 1), "scontrol show topology")
+
+
+def test_blocks_are_read_with_their_node_counts():
+    text = (RECORDED / "dev-26.05.5-topology-block.txt").read_text()
+    assert parse_topology(text) == Topology("block", (2, 2), "scontrol show topology")
+    assert parse_topology(text, {"sid9"}) is None  # none of the partition's nodes: nothing to place by
+
+
+def test_from_25_05_a_partition_names_its_own_topology():
+    """Slurm 26.05 with topology.yaml: a partition that names a topology says Topology=NAME (`scontrol show topology
+    NAME` lists it); one on the cluster's default (flat here) says none, and `scontrol show topology` prints
+    nothing for a flat default."""
+    for name, recorded in (("tree", "dev-26.05.5-partition-tree.txt"), ("block", "dev-26.05.5-partition-block.txt")):
+        nodes, topology = partition_fields((RECORDED / recorded).read_text())
+        assert nodes == {"sid1", "sid2", "sid3", "sid4"} and topology == name
+    assert partition_fields((RECORDED / "dev-26.05.5-partition-debug.txt").read_text())[1] is None
+    assert (RECORDED / "dev-26.05.5-topology-default.stdout").read_text() == ""
+    assert (RECORDED / "dev-26.05.5-topology-default.stderr").read_text() == ""
+
+
 def test_no_topology_plugin_is_no_topology():
     """Slurm 22.05 without a topology plugin: nothing on stdout, "No topology information available" on stderr,
     exit 0."""
@@ -150,3 +175,12 @@ def test_the_dry_run_says_the_choice_and_the_script_asks_it(hpclaunch):
 def test_a_job_without_groups_across_nodes_says_nothing_new(hpclaunch):
     result = hpclaunch("submit", "allreduce", "--profile", "guangzhou-a800", "--layout", "2n8g", "--dry-run")
     assert result.exit_code == 0 and "topology" not in result.output and "--switches" not in result.output
+
+
+def test_every_recorded_answer_is_used_and_sourced():
+    this = Path(__file__).read_text()
+    sources = (RECORDED / "SOURCES.md").read_text()
+    for path in RECORDED.iterdir():
+        if path.suffix != ".md":
+            assert f'"{path.name}"' in this, f"{path.name} is used by no test"
+            assert f"`{path.name}`" in sources, f"{path.name}: SOURCES.md does not say where it is from"
