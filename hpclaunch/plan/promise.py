@@ -110,7 +110,7 @@ class Promise:
                "limit)")
         out = [f"expected goodput {_pct(self.goodput)} after start-up",
                f"  {i.nodes} node(s)" + (f" (+{i.spare_nodes} spare)" if i.spare_nodes else "") + f" x {run}",
-               f"  a failure every {_hours(self.mtbf_h)} ({self.failures:.2g} expected in the run):",
+               f"  a failure every {_hours(self.mtbf_h)} ({_count(self.failures)} expected in the run):",
                f"    {i.rate.value:.3g} per node-hour, {i.rate.source}",
                f"  a checkpoint blocks training {_secs(i.write.value)}:", f"    {i.write.source}",
                f"  a recovery takes {_secs(i.recovery.value)}:", f"    {i.recovery.source}"]
@@ -192,6 +192,11 @@ def _pct(x: float) -> str:
 def _num(x: float) -> str:
     """Three significant digits, never in exponent form: ``0.00209``, ``63.2``, ``1,011``."""
     return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
+
+
+def _count(x: float) -> str:
+    """``0.76``, ``2.2``, ``under 0.01``: how many failures a run expects."""
+    return "under 0.01" if 0 < x < 0.01 else f"{x:.2g}"
 
 
 def _secs(s: float) -> str:

@@ -52,15 +52,17 @@ EXPECTED_CODE = {r"^hpclaunch resume ": 2,  # the test's job COMPLETED: nothing 
 
 def code_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number, line) of every fenced (```) and indented (4 spaces after a blank line) code block."""
-    fence, indented, blank = False, False, True
+    fence, indented, blank, continued = False, False, True, False
     for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
             fence = not fence
             continue
         if fence:
             yield n, line
-        elif line.startswith("    ") and (blank or indented) and not line.lstrip().startswith(("-", "*", "|")):
+        elif line.startswith("    ") and (blank or indented) and (
+                continued or not line.lstrip().startswith(("-", "*", "|"))):  # `    --set ...` after a `\` line
             indented = True
+            continued = line.rstrip().endswith("\\")
             yield n, line[4:]
         elif line.strip():
             indented = False

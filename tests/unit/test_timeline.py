@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import time
 from pathlib import Path
@@ -129,7 +130,25 @@ def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpcla
     assert lost["health"] == pytest.approx(entry["durations"]["health"], abs=1e-3)
     assert led["productive_s"] + sum(lost.values()) == pytest.approx(led["allocated_s"], abs=1e-2)
     assert 0 < led["goodput"] == pytest.approx(led["productive_s"] / led["allocated_s"], abs=1e-3)
-    assert f"goodput {100 * led['goodput']:.1f} % of 1 node(s) x " in hpclaunch("report", job).output
+    text = hpclaunch("report", job).output
+    assert f"goodput {100 * led['goodput']:.1f} % of 1 node(s) x " in text
+
+    # the goodput promised at submit (RUN_DIR/promise.json: the plan's checkpoint at storage.write_gbps, the
+    # profile's rate and recovery) and the outcome beside it: the ledger's, the first start-up left out
+    promised, outcome = report["promise"]["promised"], report["promise"]["outcome"]
+    assert promised["inputs"]["nodes"] == 1 and "the plan's" in promised["inputs"]["write"]["source"]
+    assert outcome["goodput"] == led["goodput"] and outcome["recoveries"] == 0
+    assert outcome["goodput_after_startup"] == pytest.approx(
+        led["productive_s"] / (led["allocated_s"] - lost["startup"] - lost["health"]), abs=1e-3)
+    assert f"promised at submit: expected goodput {100 * promised['goodput']:.1f} % after start-up" in text
+    assert (f"outcome: goodput {100 * outcome['goodput_after_startup']:.1f} % after start-up "
+            f"({100 * led['goodput']:.1f} % of the whole allocation), 0 recoveries") in text
+    # a later run of the same recipe, preset, profile and layout is promised from what this one measured
+    again = hpclaunch("submit", str(REPO / "recipes" / "gpt2"), "--preset", "tiny", "--profile", "local", "--dry-run")
+    assert again.exit_code == 0, again.output
+    assert f"hpclaunch:     measured, median of 1 save (job {job})" in again.stderr.splitlines()
+    assert re.search(rf"a step takes [0-9.]+ s:\n.*    measured, rank 0's last [0-9]+ steps \(job {job}\)",
+                     again.stderr)
 
 
 # --- reading stamps back
