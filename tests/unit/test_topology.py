@@ -45,6 +45,12 @@ def test_a_tree_is_its_leaf_switches_with_their_node_counts():
     assert parse_topology(text, {"sid1", "sid2", "sid3"}) == Topology("tree", (2, 1), "scontrol show topology")
 
 
+def test_a_tree_of_22_05_reads_the_same():
+    """22.05 lists the leaves first and says LinkSpeed=1 (26.05: the root first, LinkSpeed=0)."""
+    text = (RECORDED / "dev-22.05.8-topology-tree.txt").read_text()
+    assert parse_topology(text) == Topology("tree", (2, 2), "scontrol show topology")
+
+
 def test_blocks_are_read_with_their_node_counts():
     text = (RECORDED / "dev-26.05.5-topology-block.txt").read_text()
     assert parse_topology(text) == Topology("block", (2, 2), "scontrol show topology")

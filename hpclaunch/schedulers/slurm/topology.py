@@ -81,5 +81,6 @@ def read_topology(run: Callable[..., subprocess.CompletedProcess[str]], partitio
     the leaf switches and blocks that hold the partition's nodes count; None without any."""
     part = run(["scontrol", "show", "partition", partition, "--oneliner"], check=False, timeout=30)
     nodes, name = partition_fields(part.stdout) if part.returncode == 0 else (None, None)
+    # a name only where the partition names its topology: before 25.05 the word is a node or switch to filter by
     proc = run(["scontrol", "show", "topology", *([name] if name else [])], check=False, timeout=30)
     return parse_topology(proc.stdout, nodes) if proc.returncode == 0 else None
