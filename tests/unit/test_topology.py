@@ -190,3 +190,11 @@ def test_every_recorded_answer_is_used_and_sourced():
         if path.suffix != ".md":
             assert f'"{path.name}"' in this, f"{path.name} is used by no test"
             assert f"`{path.name}`" in sources, f"{path.name}: SOURCES.md does not say where it is from"
+
+
+def test_slurmrestd_cannot_take_a_placement_and_says_how_to_go_without():
+    from hpclaunch.schedulers.slurm_rest.jobdesc import check_options
+
+    with pytest.raises(ConfigError) as caught:
+        check_options(["switches"])
+    assert "--set topology.placement=none" in caught.value.hint

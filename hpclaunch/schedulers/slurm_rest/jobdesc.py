@@ -112,10 +112,12 @@ def takes(name: str, version: str) -> bool:
 
 
 def _refuse(name: str, versions: str) -> ConfigError:
+    placed = name in ("switches", "segment")  # asked for the network topology (submission/placement.py)
     return ConfigError(f"--{name} has no field in slurmrestd's job description (OpenAPI {versions})",
                        key=f"#SBATCH --{name}",
-                       hint="drop it from the profile's sbatch_extra or --sbatch, or use the slurm scheduler "
-                            "(sbatch) for this job")
+                       hint=("hpclaunch asks it to place the job by the network topology: --set topology.placement="
+                             "none, or topology.kind: none in the profile" if placed else "drop it from the profile's "
+                             "sbatch_extra or --sbatch") + ", or use the slurm scheduler (sbatch) for this job")
 
 
 def field(name: str) -> str:
