@@ -15,6 +15,7 @@ from hpclaunch.state.runfiles import RunFiles
 if TYPE_CHECKING:
     from hpclaunch.config.jobspec import JobSpec
     from hpclaunch.jobs.cancel import Cancelled
+    from hpclaunch.plan.promise import Promise
     from hpclaunch.schedulers.base import JobStatus
     from hpclaunch.state.registry import JobRecord
     from hpclaunch.submission.sweep import SweepSubmission
@@ -48,8 +49,9 @@ class Job:
         return RunFiles(self.sweep.elements[index].run_dir).script
 
     def to_dict(self) -> dict[str, Any]:
-        """What `submit --json` prints: job_id (None for a dry run), run_dir, script, layout, profile, recipe; a
-        sweep's: its sweep_dir, keys, max_parallel and elements (job_id, index, values, run_dir)."""
+        """What `submit --json` prints: job_id (None for a dry run), run_dir, script, layout, profile, recipe, promise
+        (the goodput promised: Promise.to_json, or None); a sweep's: its sweep_dir, keys, max_parallel and elements
+        (job_id, index, values, run_dir)."""
         if self.sweep is not None:
             done, first = self.sweep, self.sweep.elements[0].spec
             return {"job_id": done.job_id, "sweep_dir": str(done.sweep_dir), "script": str(done.script_path),
@@ -57,10 +59,18 @@ class Job:
                     "keys": list(done.keys), "max_parallel": done.max_parallel,
                     "elements": [{"job_id": done.element_id(e.index) if done.job_id else None, "index": e.index,
                                   "values": e.values, "run_dir": str(e.run_dir)} for e in done.elements]}
-        spec = self.spec
+        spec, promise = self.spec, self.promise
         return {"job_id": self.job_id, "run_dir": str(self.run_dir), "script": str(self.script),
                 "layout": spec.layout if spec else None, "profile": spec.profile.name if spec else None,
-                "recipe": spec.recipe.name if spec else None}
+                "recipe": spec.recipe.name if spec else None, "promise": promise.to_json() if promise else None}
+
+    @property
+    def promise(self) -> Promise | None:
+        """The goodput the job was promised at submit and the best checkpoint interval (RUN_DIR/promise.json,
+        docs/troubleshooting.md#a-promise-at-submit); None for a sweep or a job promised nothing."""
+        from hpclaunch.submission import measured
+
+        return None if self.sweep is not None else measured.read(self.run_dir)
 
     # --- the job's record and state
     def _record(self) -> JobRecord:

@@ -124,6 +124,12 @@ def test_the_dry_run_states_the_promise_on_a_bundled_profile(hpclaunch: Callable
     run_dir = Path(said[-1].rsplit(" ", 1)[1])
     written = json.loads((run_dir / "promise.json").read_text())
     assert written["goodput"] == pytest.approx(0.924, abs=5e-4) and written["inputs"]["nodes"] == 16
+    # for scripts and agents: submit --json has it as `promise`
+    again = hpclaunch("submit", "mixtral", "--profile", "guangzhou-a800", "--preset", "full", "--layout", "16n8g",
+                      "--dry-run", "--json")
+    promise = json.loads(again.stdout)["promise"]
+    # best_s: 16,596 s above, with delta the plan's 654 GB rounded (the plan's own bytes: a few seconds less)
+    assert promise["goodput"] == written["goodput"] and promise["best_s"] == pytest.approx(16_596, abs=5)
 
 
 @pytest.mark.usefixtures("staged")
