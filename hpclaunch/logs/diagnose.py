@@ -350,8 +350,9 @@ def _first_exit(run: RunFiles, restart: int) -> dict[str, str] | None:
     if not found:
         return None
     when, rec = min(found, key=lambda f: (f[0], int(f[1].get("rank", 0))))
+    code = int(rec["code"])  # the child's status; the rank's exit code, as torchrun sees it: 128 + a signal's number
     return {"time": time.strftime("%Y-%m-%d_%H:%M:%S", time.localtime(when)), "host": str(rec.get("host") or "?"),
-            "rank": str(rec["rank"]), "exit": str(rec["code"])}
+            "rank": str(rec["rank"]), "exit": str(128 - code if code < 0 else code)}
 
 
 def _hung(d: Diagnosis, run: RunFiles, restart: int, job_id: str) -> bool:

@@ -4,9 +4,10 @@ of each log (hpclaunch.logs.diagnose.TAIL_BYTES), so only those ends cross the c
 On the login node, one shell script cuts the last TAIL_BYTES of every file under the run directory's logs/ (rank
 logs, the job's output, the watchdog's verdicts) into a temporary folder, each with its file's time, adds the
 names of the checkpoint folders (empty: a cancelled job's hint names the newest), and sends that folder as one tar
-stream, with the recoveries and the timeline (a job that recovered inside its allocation) and the ranks' progress
-records (the node of a rank). The diagnosis runs here on that copy (the free space of the job's filesystems is not
-measured: they are not here); the paths it names are then those of the login node."""
+stream, with the recoveries and the timeline (a job that recovered inside its allocation), the ranks' progress
+records (the node of a rank) and their exit records (the first failing rank, without torchrun's agent). The
+diagnosis runs here on that copy (the free space of the job's filesystems is not measured: they are not here); the
+paths it names are then those of the login node."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ if cd "$1" 2>/dev/null; then
   done
   find checkpoints -mindepth 1 -maxdepth 1 -type d 2>/dev/null | while IFS= read -r d; do mkdir -p "$t/$d"; done
   for f in recoveries.jsonl timeline.jsonl; do [ -f "$f" ] && cp -p -- "$f" "$t/$f"; done
-  mkdir -p "$t/progress" && for f in progress/node-*.json progress/rank-*.json; do
+  mkdir -p "$t/progress" && for f in progress/node-*.json progress/rank-*.json progress/rank-*.exit; do
     [ -f "$f" ] && cp -p -- "$f" "$t/$f"
   done
 fi

@@ -72,13 +72,14 @@ def test_two_nodes_pass_health_and_a_slow_rank_is_named_with_its_node(env):  # n
         assert checks["free_space"]["ok"] is True and checks["free_space"]["free_gib"]["run root"] > 0
         assert checks["allreduce"]["ok"] is True and checks["allreduce"]["backend"] == "gloo"
         assert checks["allreduce"]["nodes"] == 2 and checks["allreduce"]["busbw_gbps"] > 0
+        assert checks["allreduce"]["rounds"] == 1 and checks["allreduce"]["failed_partners"] == []
         assert (run_dir / "health" / f"node-{node['node']}.restart-0.json").is_file()
     status = _status(env, job)
     (entry,) = status["timeline"]
     assert "health_checked" in entry["phases"] and entry["durations"]["health"] > 0
     assert entry["phases"]["env_ready"] < entry["phases"]["health_checked"] < entry["phases"]["launched"]
     text = hpclaunch(env, "status", job).stdout
-    assert "node health: 2 node(s) passed before step 0 (restart 0; all-reduce " in text
+    assert "node health: 2 node(s) passed before step 0 (restart 0; links " in text
     assert ", health " in text  # the timeline's span
     (slow,) = status["stragglers"]
     assert (slow["rank"], slow["host"]) == (1, hosts[1]) and slow["ratio"] > 1.2

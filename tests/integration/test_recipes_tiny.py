@@ -276,6 +276,8 @@ def test_sigterm_saves_a_checkpoint_and_stops(home):
         "train.log_every=5",
         "--set",
         "train.save_every=0",
+        "--set",
+        "launch.agent=torchrun",  # torchrun's agent stops quietly too (the default's cancel: test_agentless.py)
     ]
     env = {**os.environ, "HPCLAUNCH_HOME": str(home)}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=True).stdout

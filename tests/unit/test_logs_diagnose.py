@@ -212,7 +212,7 @@ def test_without_torchruns_agent_the_first_recorded_exit_is_the_root_cause(tmp_p
     d = diagnose(run, "7", JobStatus("7", "FAILED", exit_code="137:0"))
     assert (d.cause, d.rank) == ("host_oom", 1), d
     assert d.first_failure is not None and (d.first_failure["rank"], d.first_failure["host"]) == ("1", "node2")
-    assert d.first_failure["exit"] == "-9"
+    assert d.first_failure["exit"] == "137"  # 128 + SIGKILL, the rank's exit code as torchrun reports it
 
 
 def test_rank_exited_without_a_word(tmp_path: Path) -> None:

@@ -33,8 +33,10 @@ def test_dry_run_writes_a_complete_run_directory(hpclaunch, hpc_home):
         "logs",
         "metrics",
         "recipe",
+        "requires.json",  # what the job's environment must hold (none: a task-test recipe)
         "resolved.yaml",
     ]
+    assert json.loads((run / "requires.json").read_text()) == {}
     assert (run / "job.sbatch").stat().st_mode & stat.S_IXUSR
     assert (run / "recipe" / "allreduce.py").is_file() and (run / "recipe" / "recipe.yaml").is_file()
     assert f"{run}/recipe/allreduce.py --config {run}/resolved.yaml" in (run / "job.sbatch").read_text()
