@@ -1,16 +1,16 @@
-"""The health check's links (hpclaunch/runtime/train/linkcheck.py): every node meets ceil(log2 N) partners in as many
-rounds, and a node that never came fails itself, not the nodes that waited for it."""
+"""The health check's links (hpclaunch/runtime/node/tcplinks.py on CPU, hpclaunch/runtime/train/linkcheck.py through
+the collective library on devices): every node meets ceil(log2 N) partners in as many rounds, and a node that never
+came fails itself, not the nodes that waited for it. (Two torch processes: tests/unit/test_health.py.)"""
 
 from __future__ import annotations
 
-import os
+import socket
 import threading
-import uuid
 
 import pytest
 
 from hpclaunch.runtime.node.health import check_allreduce
-from hpclaunch.runtime.train.linkcheck import partners
+from hpclaunch.runtime.node.tcplinks import partners
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 4, 5, 7, 8, 64, 100, 1024, 1025])
@@ -34,15 +34,26 @@ def test_every_node_meets_its_partners_in_log2_rounds_and_the_pairs_join_every_n
     assert max(len(partners(node, nodes)) for node in range(nodes)) == rounds  # 1,024 nodes: 10 rounds
 
 
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
 def test_a_node_that_never_came_fails_alone_and_its_partners_name_it():
-    """4 nodes, node 3 never starts: nodes 1 and 2 (its partners in rounds 1 and 0) each lose one of two links and
-    pass, naming node 3; node 0 never meets it. The verdict then fails node 3 alone (no result from it)."""
-    job = f"linkcheck-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "HPCLAUNCH_HEAD_NODE": "127.0.0.1", "HPCLAUNCH_JOB_ID": job, "HPCLAUNCH_RESTART": "0"}
+    """4 nodes over TCP (each node its own port on this host, as the dev cluster's nodes have their own address),
+    node 3 never starts: nodes 1 and 2 (its partners in rounds 1 and 0) each lose one of two links and pass,
+    naming node 3; node 0 never meets it. The verdict then fails node 3 alone (no result from it)."""
+    hosts = [f"127.0.0.1:{port}" for port in _free_ports(4)]
+    env = {"HPCLAUNCH_ALLOCATION": ",".join(hosts), "HPCLAUNCH_ACCELERATOR": "cpu", "HPCLAUNCH_JOB_ID": "links"}
     found: dict[int, dict] = {}
 
     def node(rank: int) -> None:
-        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=20.0, min_gbps=0.0,
+        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=5.0, min_gbps=0.0,
                                       nodes=4)
 
     threads = [threading.Thread(target=node, args=(rank,)) for rank in range(3)]
@@ -51,8 +62,11 @@ def test_a_node_that_never_came_fails_alone_and_its_partners_name_it():
     for t in threads:
         t.join()
     assert all(found[r]["ok"] for r in range(3)), found
-    assert found[0]["failed_partners"] == [] and len(found[0]["pairs"]) == 2
+    assert found[0]["backend"] == "tcp" and found[0]["failed_partners"] == [] and len(found[0]["pairs"]) == 2
     for rank in (1, 2):
         assert found[rank]["failed_partners"] == [3], found[rank]
         assert "no answer from node(s) 3" in found[rank]["detail"]
         assert found[rank]["busbw_gbps"] > 0
+    alone = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": "3", "HPCLAUNCH_ALLOCATION": ",".join(hosts[:2] + [
+        hosts[2], hosts[3]])}, mib=1, timeout=1.0, min_gbps=0.0, nodes=4)
+    assert alone["ok"] is False and "no answer from node(s) 2, 1" in alone["detail"], alone  # nobody came for it

@@ -11,9 +11,9 @@ The job script (templates/blocks/health.sh.j2) runs ``check`` once per node (one
     device_health  the vendor tool's health (hpclaunch/runtime/node/devhealth.py: nvidia-smi -q, npu-smi info);
                  Xid lines in the kernel log, where it can be read, are noted
     free_space   free GiB of the run directory's filesystem and of node-local scratch vs ``--min-free-gib``
-    allreduce    the links between nodes in ceil(log2 N) rounds of pairwise exchanges (recursive doubling,
-                 hpclaunch/runtime/train/linkcheck.py, run with this python: gloo on CPU, the profile's backend on
-                 devices): the median bandwidth of this node's links in GB/s vs ``--min-allreduce-gbps`` (0:
+    allreduce    the links between nodes in ceil(log2 N) rounds of pairwise exchanges (recursive doubling: on CPU
+                 over TCP, hpclaunch/runtime/node/tcplinks.py, gloo's transport without importing torch; on
+                 devices hpclaunch/runtime/train/linkcheck.py, run with this python through the profile's backend): the median bandwidth of this node's links in GB/s vs ``--min-allreduce-gbps`` (0:
                  measured, never failing), and the partners that did not answer; one node: nothing to measure
 
 ``verdict`` (once, in the job script) reads every node's file, writes RUN_DIR/health/restart-<R>.json
@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.runtime.node import devhealth
+from hpclaunch.runtime.node import devhealth, tcplinks
 from hpclaunch.runtime.node.sampler import DEVICE_TOOLS
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
@@ -169,22 +169,30 @@ def check_allreduce(env: dict[str, str], mib: int, timeout: float, min_gbps: flo
     if nodes < 2:
         return _check("allreduce", None, "one node: no links between nodes to measure")
     addr, port = _rendezvous(env)
-    child = {**env, "RANK": env.get("HPCLAUNCH_NODE_RANK", "0"), "WORLD_SIZE": str(nodes), "LOCAL_RANK": "0",
-             "MASTER_ADDR": addr, "MASTER_PORT": port}
-    cmd = [sys.executable, "-m", "hpclaunch.runtime.train.linkcheck", "--mib", str(mib), "--timeout", f"{timeout:g}"]
+    hosts = [h for h in env.get("HPCLAUNCH_ALLOCATION", "").split(",") if h]
     rounds = max(1, (nodes - 1).bit_length())
-    limit = timeout * (rounds + 1) + 120  # the meeting, then at worst a partner's timeout in every round
-    try:
-        proc = subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired:
-        return _check("allreduce", False, f"no answer from the link check across {nodes} nodes in {limit:g} s")
-    if proc.returncode != 0:
-        if "No module named 'torch'" in proc.stderr:
-            return _check("allreduce", None, "torch is not importable in this python: not measured")
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return _check("allreduce", False, f"the link check across {nodes} nodes failed (exit {proc.returncode}): "
-                      f"{last[-300:]}")
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found: dict[str, Any]
+    if (env.get("HPCLAUNCH_ACCELERATOR") or "cpu") == "cpu" and len(hosts) == nodes:
+        # gloo's links are TCP: measured as they are with the standard library, without importing torch
+        node = int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0)
+        found = tcplinks.measure(node, hosts, int(port), mib * 1024 * 1024, 3, timeout)
+    else:
+        child = {**env, "RANK": env.get("HPCLAUNCH_NODE_RANK", "0"), "WORLD_SIZE": str(nodes), "LOCAL_RANK": "0",
+                 "MASTER_ADDR": addr, "MASTER_PORT": port}
+        cmd = [sys.executable, "-m", "hpclaunch.runtime.train.linkcheck", "--mib", str(mib), "--timeout",
+               f"{timeout:g}"]
+        limit = timeout * (rounds + 1) + 120  # the meeting, then at worst a partner's timeout in every round
+        try:
+            proc = subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return _check("allreduce", False, f"no answer from the link check across {nodes} nodes in {limit:g} s")
+        if proc.returncode != 0:
+            if "No module named 'torch'" in proc.stderr:
+                return _check("allreduce", None, "torch is not importable in this python: not measured")
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return _check("allreduce", False, f"the link check across {nodes} nodes failed (exit {proc.returncode}): "
+                          f"{last[-300:]}")
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
     pairs, lost = found["pairs"], found["failed_partners"]
     gbps = found["busbw_gbps"]
     words = (f"{mib} MiB with {len(pairs)} partner(s) in {found['rounds']} round(s) over {nodes} nodes "

@@ -31,14 +31,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from hpclaunch.runtime.node.tcplinks import partners
 from hpclaunch.runtime.train.distributed import ACCELERATORS
-
-
-def partners(node: int, nodes: int) -> list[tuple[int, int]]:
-    """(round, partner) of `node` among `nodes`: round k pairs it with node XOR 2^k, where that is a node. Every
-    node of two or more has at least one partner (clearing its highest bit gives a smaller node; node 0 meets 1)."""
-    rounds = max(1, (nodes - 1).bit_length())
-    return [(k, node ^ (1 << k)) for k in range(rounds) if node ^ (1 << k) < nodes]
 
 
 def _device() -> tuple[str, torch.device]:
@@ -77,7 +71,8 @@ def measure(mib: int, iters: int, timeout: float) -> dict[str, object]:
     backend, device = _device()
     os.environ.setdefault("TORCH_GLOO_LAZY_INIT", "1")  # connect to this node's partners only, not to every node
     node, nodes = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    wait = datetime.timedelta(seconds=timeout)
+    # a partner held up by partners that never came in its earlier rounds arrives up to a timeout per round late
+    wait = datetime.timedelta(seconds=timeout * (len(partners(node, nodes)) + 1))
     # node 0 holds the store without waiting for every node to join it: a node that never came blames itself
     # (no result) and its partners (one pair each), not every node of the job
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), nodes, is_master=node == 0,
