@@ -237,6 +237,13 @@ def launcher_sections(r: Any) -> None:
             raise ValueError(f"deepspeed.config: {', '.join(ignored)}: the recipes pass DeepSpeed their own AdamW "
                              "and learning-rate schedule, which take precedence, so these keys would be ignored; "
                              "set train.lr, train.weight_decay, train.adam_betas, train.warmup_steps instead")
+        checkpoint = r.deepspeed.config.get("checkpoint")
+        if isinstance(checkpoint, dict) and checkpoint.get("writer") is not None:
+            raise ValueError("deepspeed.config: checkpoint.writer: DeepSpeed's fast and decoupled writers read "
+                             "CROSS_RANK/CROSS_SIZE, which only DeepSpeed's own launcher sets (the ranks here would "
+                             "fail at start with KeyError 'CROSS_SIZE'), and the decoupled one keeps the ranks from "
+                             "exiting; the recipes write DeepSpeed checkpoints in the background themselves "
+                             "(docs/recipes.md#checkpoints): remove checkpoint.writer")
 
 
 def zero_offload(ds: Any) -> None:

@@ -2,8 +2,9 @@
 --follow` on the `local` profile, and on the dev Slurm cluster (2 nodes x 2 ranks) when it is up.
 
 What a user checks: the job completes, its loss falls, its metrics have every field; GPT-2 gives the
-same loss per step under torchrun/DDP and DeepSpeed ZeRO-1/2; a run stopped after step k and
-restarted in the same run directory gives the losses of an uninterrupted run.
+same loss per step under torchrun/DDP and DeepSpeed ZeRO-1/2/3; a run stopped after step k and
+restarted in the same run directory gives the losses of an uninterrupted run, and so does a ZeRO-3 run that
+crashed after a checkpoint written in the background.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ def submit(
     profile: str = "local",
     env: dict | None = None,
     extra: tuple[str, ...] = (),
+    ok: bool = True,
 ) -> Path:
-    """`hpclaunch submit recipes/R --preset tiny --follow` as a user runs it; returns the run dir."""
+    """`hpclaunch submit recipes/R --preset tiny --follow` as a user runs it; returns the run dir (of a job that
+    completed, or with ok false one that failed)."""
     cmd = [
         sys.executable,
         "-m",
@@ -57,7 +60,7 @@ def submit(
         env={**os.environ, "HPCLAUNCH_HOME": str(home), **(env or {})},
     )
     run_dir = re.search(r"run directory: (\S+)", proc.stdout + proc.stderr)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (proc.returncode == 0) == ok, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert run_dir, proc.stdout
     return Path(run_dir.group(1))
 
@@ -199,19 +202,13 @@ def test_deepspeed_tiny_recipe_trains(home, recipe):
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_gpt2_parity_ddp_vs_deepspeed_zero(home, gpt2_ddp, stage):
-    run_dir = submit(
-        home,
-        "gpt2",
-        "--set",
-        "train.max_steps=8",
-        *QUICK,
-        "--set",
-        "launcher=deepspeed",
-        "--set",
-        f"deepspeed.zero_stage={stage}",
-    )
+    zero = ("--set", "launcher=deepspeed", "--set", f"deepspeed.zero_stage={stage}")
+    if stage < 3:
+        run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, *zero)
+    else:  # ZeRO-3 (the bundled DeepSpeed recipes'): resumed from a checkpoint written while training went on
+        run_dir = _zero3_crashed_and_resumed(home, zero)
     assert f"DeepSpeed ZeRO-{stage}" in (run_dir / "logs" / "rank-0.restart-0.log").read_text()
-    (start,) = records(run_dir, "startup")
+    start = records(run_dir, "startup")[0]  # (ZeRO-3: each of its two runs wrote one)
     assert "deepspeed" in start["packages"], start  # the DeepSpeed launcher's ranks do import it
     ddp, ds = losses(gpt2_ddp), losses(run_dir)
     assert ddp.keys() == ds.keys() == set(range(1, 9))
@@ -219,24 +216,40 @@ def test_gpt2_parity_ddp_vs_deepspeed_zero(home, gpt2_ddp, stage):
         assert abs(ddp[step] - ds[step]) < 1e-4, (step, ddp[step], ds[step])
 
 
+def restart(home: Path, run_dir: Path, without: str) -> None:
+    """The restart: the same job script in the same run directory, restart count 1 (the neutral variable the
+    scheduler parts set: Slurm's job.sh maps SLURM_RESTART_COUNT to it; a rerun by hand sets it), without the
+    variable that stopped the first run."""
+    env = {k: v for k, v in os.environ.items() if k != without}
+    env.update(HPCLAUNCH_JOB_ID="requeued", HPCLAUNCH_RESTART="1", HPCLAUNCH_HOME=str(home))
+    proc = subprocess.run(["bash", str(run_dir / "job.sbatch")], cwd=run_dir, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _zero3_crashed_and_resumed(home: Path, zero: tuple[str, ...]) -> Path:
+    """ZeRO-3 saves at step 4 (in the background: every rank's partition copied, then written while steps 5 and 6
+    train), rank 0 crashes after step 6; the job script run again (restart 1) resumes at step 4, and its steps 5
+    and 6 give the first run's losses exactly."""
+    run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, *zero, "--set", "train.save_every=4",
+                     env={"HPCLAUNCH_INJECT": "crash:0:6"}, ok=False)
+    (saved,) = map(json.loads, (run_dir / "checkpoints.jsonl").read_text().splitlines())
+    assert saved["step"] == 4 and saved["async"] is True, saved  # written in the background, then recorded
+    restart(home, run_dir, "HPCLAUNCH_INJECT")
+    assert "at step 4" in (run_dir / "logs" / "rank-0.restart-1.log").read_text()
+    runs = [r for r in records(run_dir) if r["step"] in (5, 6)]  # the first run's, then the resumed run's
+    assert [r["step"] for r in runs] == [5, 6, 5, 6], runs
+    assert runs[0]["loss"] == pytest.approx(runs[2]["loss"], abs=1e-6)
+    assert runs[1]["loss"] == pytest.approx(runs[3]["loss"], abs=1e-6)
+    return run_dir
+
+
 def test_gpt2_stopped_and_restarted_gives_the_uninterrupted_losses(home, gpt2_ddp):
     # HPCLAUNCH_STOP_AT_STEP makes the loop act as on SIGUSR1/SIGTERM: save at step 4 and exit 0.
     run_dir = submit(home, "gpt2", "--set", "train.max_steps=8", *QUICK, env={"HPCLAUNCH_STOP_AT_STEP": "4"})
     assert sorted(losses(run_dir)) == [1, 2, 3, 4]
     assert (run_dir / "checkpoints" / "step-00000004").is_dir()
-    # The restart: the same job script in the same run directory, restart count 1 (the neutral variable the
-    # scheduler parts set: Slurm's job.sh maps SLURM_RESTART_COUNT to it; a rerun by hand sets it).
-    env = {k: v for k, v in os.environ.items() if k != "HPCLAUNCH_STOP_AT_STEP"}
-    env.update(HPCLAUNCH_JOB_ID="requeued", HPCLAUNCH_RESTART="1", HPCLAUNCH_HOME=str(home))
-    proc = subprocess.run(
-        ["bash", str(run_dir / "job.sbatch")],
-        cwd=run_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    restart(home, run_dir, "HPCLAUNCH_STOP_AT_STEP")
     assert "resumed from" in (run_dir / "logs" / "rank-0.restart-1.log").read_text()
     resumed, reference = losses(run_dir), losses(gpt2_ddp)
     assert sorted(resumed) == list(range(1, 9))

@@ -25,6 +25,8 @@ WRITER = textwrap.dedent('''
 
     class Stall:
         """Pickling it stops the writer mid-file, as a slow filesystem would, until the test kills it."""
+        def __deepcopy__(self, memo):  # the snapshot's copy (cpucopy.to_cpu) is itself: only the write stalls
+            return self
         def __reduce__(self):
             print("writing", flush=True)
             time.sleep(3600)
@@ -32,7 +34,7 @@ WRITER = textwrap.dedent('''
     class Engine:  # what the Saver asks of an engine: a CPU copy of rank 0's state
         def __init__(self):
             self.weights = torch.arange(1000.0)
-        def snapshot(self, client):
+        def snapshot(self, path, client):
             return {"state.pt": to_cpu({"model": {"w": self.weights}, "client": client})}
         def save(self, path, client):
             raise AssertionError("a background write was expected")

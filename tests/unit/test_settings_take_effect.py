@@ -15,6 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
      "deepspeed.config: optimizer: the recipes pass DeepSpeed their own AdamW"),
     (("bert_large", "--preset", "tiny", "--set", 'deepspeed.config={"scheduler": {"type": "WarmupLR"}}'),
      "deepspeed.config: scheduler:"),
+    (("bert_large", "--preset", "tiny", "--set", 'deepspeed.config={"checkpoint": {"writer": {"type": "python"}}}'),
+     "deepspeed.config: checkpoint.writer: DeepSpeed's fast and decoupled writers read CROSS_RANK/CROSS_SIZE"),
     (("gpt2", "--preset", "tiny", "--set", "parallel.model_parallel=2"),
      "recipe gpt2: model_parallel(2) asked, but its script implements data parallelism only"),
     (("mixtral", "--preset", "tiny", "--set", "parallel.model_parallel=2"),

@@ -4,14 +4,16 @@ newest by itself.
 Each holds the engine's state (model, optimizer, scheduler; DeepSpeed's own layout under DeepSpeed), the step
 and data position, and every rank's RNG states (rng-rank-<R>.pt).
 
-Saving blocks training only for the copy off the device (plain PyTorch): the engine's state is copied to CPU
-memory, then a background thread writes it into .tmp-step-<N>/, fsyncs each file and leaves a marker per rank;
+Saving blocks training only for the copy off the device: the engine's state is copied to CPU memory (plain
+PyTorch: rank 0's state.pt; DeepSpeed: every rank's own files of its save_checkpoint, dscheckpoint.py), then a
+background thread writes it into .tmp-step-<N>/, fsyncs each file and leaves a marker per rank;
 rank 0's thread, once every rank's marker is there, renames the folder to step-<N> (atomic) and appends a line to
 RUN_DIR/checkpoints.jsonl with the blocked and the write time. A writer killed before the rename leaves only the
 .tmp- folder, which resume never picks and the next save removes. The next save, and the end of the run (done,
-a stop for a signal or the time limit), wait for a pending write. DeepSpeed writes synchronously (its own
-save_checkpoint; its asynchronous engines need the async_io op or an external package): the whole save blocks,
-and the record says so (async false).
+a stop for a signal or the time limit), wait for a pending write. The copy is the memory price: until it is
+written, each rank holds its part of the checkpoint twice in host memory. A DeepSpeed config that needs DeepSpeed
+to write itself (its own checkpoint engine, NVMe offload: dscheckpoint.blocking) saves synchronously: the whole
+save blocks, rank 0's log says why once, and the record says so (async false).
 """
 
 from __future__ import annotations
@@ -136,8 +138,8 @@ class Saver:
         self.failed: BaseException | None = None
 
     def save(self, engine: Engine, step: int, client_state: dict[str, Any], why: str) -> Path:
-        """Blocks for the copy off the device (or, under DeepSpeed, the whole write); returns the folder the
-        checkpoint will have once written."""
+        """Blocks for the copy off the device (or, where the engine writes synchronously, the whole write);
+        returns the folder the checkpoint will have once written."""
         t0 = time.perf_counter()
         self.wait()
         root = self.files.checkpoints
@@ -149,7 +151,7 @@ class Saver:
         self.d.barrier()
         payload = {f"rng-rank-{self.d.rank}.pt": _rng_state(self.d)}
         state = {**client_state, "step": step}
-        copied = engine.snapshot(state)
+        copied = engine.snapshot(tmp, state)
         job = _Write(self.files, self.d, step, why, tmp, final, {**payload, **(copied or {})}, t0, copied is not None)
         if copied is None:
             engine.save(tmp, state)

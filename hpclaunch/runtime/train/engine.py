@@ -7,8 +7,8 @@
 
 Both: zero_grad(); micro_step(inputs, last) -> detached loss of the micro-batch;
 step() -> gradient norm (a tensor: no host sync); save(dir, client_state); load(dir) -> client_state;
-snapshot(client_state) -> {file name: state copied to CPU} for a write in the background, or None (DeepSpeed:
-its save writes synchronously).
+snapshot(dir, client_state) -> {file name under dir: state copied to CPU} for a write in the background, or None
+where the engine must write synchronously (a DeepSpeed config that says why: dscheckpoint.blocking).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Engine(Protocol):
 
     def load(self, path: Path) -> dict[str, Any]: ...
 
-    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None: ...
+    def snapshot(self, path: Path, client_state: dict[str, Any]) -> dict[str, Any] | None: ...
 
     def held_states(self) -> dict[str, int]: ...
 
@@ -154,7 +154,7 @@ class TorchEngine:
         if self.d.is_main:
             torch.save(self._state(client_state), path / "state.pt")
 
-    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None:
+    def snapshot(self, path: Path, client_state: dict[str, Any]) -> dict[str, Any] | None:
         """Rank 0's state.pt as a CPU copy (the replicas hold the same state); the others write only their RNG."""
         if not self.d.is_main:
             return {}
@@ -217,6 +217,11 @@ class DeepSpeedEngine:
         if train.compile:  # torch.compile inside DeepSpeed's engine (its hooks stay outside the graph)
             self.model.compile(compile_kwargs={"mode": train.compile_mode})
         self.grad_bytes: int | None = None  # the gradients held at the first step (hpclaunch/runtime/train/held.py)
+        from hpclaunch.runtime.train import dscheckpoint
+
+        # None: checkpoints copied to CPU memory and written in the background; else why DeepSpeed writes them
+        self.blocking = dscheckpoint.blocking(config, type(self.model.checkpoint_engine).__name__)
+        self.said_blocking = False
 
     @property
     def lr(self) -> float:
@@ -247,13 +252,36 @@ class DeepSpeedEngine:
 
     def save(self, path: Path, client_state: dict[str, Any]) -> None:
         self.model.save_checkpoint(str(path), tag="deepspeed", client_state={"client": client_state})
+        if self.model.checkpoint_engine.is_decoupled():  # its files are complete only once committed
+            self.model._commit_decoupled_checkpoint()
 
     def load(self, path: Path) -> dict[str, Any]:
         _, state = self.model.load_checkpoint(str(path), tag="deepspeed")
         return state["client"]
 
-    def snapshot(self, client_state: dict[str, Any]) -> None:
-        return None  # DeepSpeed's save_checkpoint writes synchronously (docs/troubleshooting.md#time-limits)
+    def snapshot(self, path: Path, client_state: dict[str, Any]) -> dict[str, Any] | None:
+        """DeepSpeed's save_checkpoint with its files' states copied to CPU memory instead of written
+        (dscheckpoint.CopyingEngine): every rank's own files, written in the background by checkpoint.py. None
+        (the save blocks; said once in rank 0's log) where the config needs DeepSpeed to write them itself."""
+        if self.blocking:
+            if self.d.is_main and not self.said_blocking:
+                print(f"hpclaunch: DeepSpeed checkpoints are written synchronously (training waits for each "
+                      f"write): {self.blocking}", flush=True)
+            self.said_blocking = True
+            return None
+        from hpclaunch.runtime.train.dscheckpoint import CopyingEngine, host_room
+
+        live = self.model.checkpoint_engine
+        self.model.checkpoint_engine = copying = CopyingEngine(live, path, host_room())
+        try:
+            self.save(path, client_state)
+        finally:
+            self.model.checkpoint_engine = live
+        self.d.synchronize()  # the copies from the device are complete before training changes the tensors
+        if copying.written:
+            print(f"hpclaunch: rank {self.d.rank} wrote {', '.join(copying.written)} synchronously: its copy would "
+                  "not fit in host memory", flush=True)
+        return copying.files
 
     def held_states(self) -> dict[str, int]:
         """Under ZeRO the torch optimizer inside DeepSpeed's steps the fp32 master partitions."""

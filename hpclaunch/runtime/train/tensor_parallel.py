@@ -146,7 +146,7 @@ class TensorParallelEngine(TorchEngine):
         """Every rank writes its own file."""
         torch.save(self._shards(client_state), self._file(path))
 
-    def snapshot(self, client_state: dict[str, Any]) -> dict[str, Any] | None:
+    def snapshot(self, path: Path, client_state: dict[str, Any]) -> dict[str, Any] | None:
         """Every rank's own file as a CPU copy (each holds other shards), written in the background."""
         state = to_cpu(self._shards(client_state))
         self.d.synchronize()
