@@ -13,7 +13,8 @@ The job script (templates/blocks/health.sh.j2) runs ``check`` once per node (one
     free_space   free GiB of the run directory's filesystem and of node-local scratch vs ``--min-free-gib``
     allreduce    the links between nodes in ceil(log2 N) rounds of pairwise exchanges (recursive doubling: on CPU
                  over TCP, hpclaunch/runtime/node/tcplinks.py, gloo's transport without importing torch; on
-                 devices hpclaunch/runtime/train/linkcheck.py, run with this python through the profile's backend): the median bandwidth of this node's links in GB/s vs ``--min-allreduce-gbps`` (0:
+                 devices hpclaunch/runtime/train/linkcheck.py, run with this python through the profile's
+                 backend): the median bandwidth of this node's links in GB/s vs ``--min-allreduce-gbps`` (0:
                  measured, never failing), and the partners that did not answer; one node: nothing to measure
 
 ``verdict`` (once, in the job script) reads every node's file, writes RUN_DIR/health/restart-<R>.json
