@@ -108,6 +108,18 @@ def test_a_node_whose_supervisor_recorded_no_end_is_lost_and_named(tmp_path: Pat
     assert blame.lost_nodes(run, 0) == []
 
 
+def test_a_node_lost_before_it_published_its_ranks_is_named_with_them(tmp_path: Path):
+    """Lost in its first seconds (its supervisor published no rank yet): a fixed world places ranks node by node,
+    so node 1 of 2-rank nodes held ranks 2 and 3."""
+    run = RunFiles(tmp_path)
+    run.logs.mkdir()
+    ranks = {str(r): {"rank": r, "step": 3, "phase": "forward", "t": 1.0, "host": "node1"} for r in (0, 1)}
+    _node(run, 0, "node1", signalled=5.0, ranks=ranks)
+    _node(run, 1, "node2")  # no ranks, no end: lost with everything on it
+    found = blame.blame(run, 0, 137)
+    assert found is not None and (found.nodes, found.cause, found.rank) == (("node2",), "node_lost", 2), found
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

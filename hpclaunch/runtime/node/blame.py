@@ -26,6 +26,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from hpclaunch.runtime.node.progress import read_all
 from hpclaunch.runtime.node.supervise import HUNG_EXIT_CODE
@@ -49,26 +50,44 @@ class Blame:
     rank: int | None = None
 
 
-def lost_nodes(run: RunFiles, restart: int) -> list[str]:
-    """The hosts whose node supervisor started this restart and recorded neither its end nor a stop signal, when
-    others did (or the job has one node): they were lost with every process on them. (A supervisor told to stop
-    records that at once: the scheduler may SIGKILL it before it records its end.)"""
+def _node_records(run: RunFiles, restart: int) -> list[dict[str, Any]]:
     records = []
     for path in run.node_records(restart):
         try:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
+    return records
+
+
+def lost_nodes(run: RunFiles, restart: int) -> list[str]:
+    """The hosts whose node supervisor started this restart and recorded neither its end nor a stop signal, when
+    others did (or the job has one node): they were lost with every process on them. (A supervisor told to stop
+    records that at once: the scheduler may SIGKILL it before it records its end.)"""
+    records = _node_records(run, restart)
     gone = sorted({str(r.get("host")) for r in records
                    if "ended" not in r and "signalled" not in r and r.get("host")})
     return gone if gone and (len(gone) < len(records) or len(records) == 1) else []
+
+
+def _ranks_of(run: RunFiles, restart: int, hosts: list[str]) -> list[int]:
+    """The ranks a node held when it was lost before its supervisor published them (its first seconds): a fixed
+    world places ranks node by node, so node K held K x R to K x R + R - 1, R the ranks per node that the other
+    nodes' records show."""
+    records = _node_records(run, restart)
+    per_node = max((len(r.get("ranks") or {}) for r in records), default=0)
+    out: list[int] = []
+    for rec in records:
+        if rec.get("host") in hosts and not rec.get("ranks") and per_node and str(rec.get("node", "")).isdigit():
+            out += range(int(rec["node"]) * per_node, int(rec["node"]) * per_node + per_node)
+    return sorted(out)
 
 
 def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blame | None:
     hosts = {rank: str(rec.get("host")) for rank, rec in read_all(run, restart).items() if rec.get("host")}
     lost = lost_nodes(run, restart)
     if exit_code != 0 and lost:
-        ranks = sorted(r for r, h in hosts.items() if h in lost)
+        ranks = sorted(r for r, h in hosts.items() if h in lost) or _ranks_of(run, restart, lost)
         return Blame(tuple(lost), f"node {', '.join(lost)} lost: every process on it ended at once "
                      "(its supervisor too)", "node_lost", ranks[0] if ranks else None)
     verdict_file = run.watchdog_verdict(restart)
