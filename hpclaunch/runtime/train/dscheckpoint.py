@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from deepspeed.runtime.checkpoint_engine.checkpoint_engine import CheckpointCommitInfo, CheckpointEngine
+
+# CheckpointEngine's interface since DeepSpeed 0.15: create, save, load, commit (the argument of create and commit is a
+# tag in older releases, a CheckpointCommitInfo in newer ones: taken as it comes)
+from deepspeed.runtime.checkpoint_engine.checkpoint_engine import CheckpointEngine
 
 from hpclaunch.runtime.train.cpucopy import to_cpu
 
@@ -74,7 +77,7 @@ class CopyingEngine(CheckpointEngine):
         self._memo: dict[tuple[Any, ...], Any] = {}  # a tensor in two files is copied once
         self._copied = 0
 
-    def create(self, info: CheckpointCommitInfo) -> None:
+    def create(self, info: Any) -> None:
         pass
 
     def save(self, state_dict: Any, path: str) -> None:
@@ -90,11 +93,16 @@ class CopyingEngine(CheckpointEngine):
     def load(self, path: str, map_location: Any = None) -> Any:
         return self.live.load(path, map_location)
 
-    def commit(self, info: CheckpointCommitInfo) -> bool:
+    def commit(self, info: Any) -> bool:
         return True  # checkpoint.py publishes the folder once every rank's files are durable
 
     def is_data_parallel_writer(self, dp_rank: int) -> bool:
-        return bool(self.live.is_data_parallel_writer(dp_rank))
+        """As the live engine says (DeepSpeed asks it since 0.16; older releases write from data-parallel rank 0)."""
+        asks = getattr(self.live, "is_data_parallel_writer", None)
+        return bool(asks(dp_rank)) if asks is not None else dp_rank == 0
+
+    def is_decoupled(self) -> bool:
+        return False  # not DeepSpeed's decoupled engine: nothing to commit after save_checkpoint
 
     def preserves_storage_sharing(self) -> bool:
         return False  # DeepSpeed need not clone first: the copy is taken here

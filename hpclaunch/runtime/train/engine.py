@@ -252,7 +252,8 @@ class DeepSpeedEngine:
 
     def save(self, path: Path, client_state: dict[str, Any]) -> None:
         self.model.save_checkpoint(str(path), tag="deepspeed", client_state={"client": client_state})
-        if self.model.checkpoint_engine.is_decoupled():  # its files are complete only once committed
+        decoupled = getattr(self.model.checkpoint_engine, "is_decoupled", None)  # DeepSpeed >= 0.16
+        if decoupled is not None and decoupled():  # its files are complete only once committed
             self.model._commit_decoupled_checkpoint()
 
     def load(self, path: Path) -> dict[str, Any]:
