@@ -77,12 +77,10 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
     # the higher node of each pair listens; it accepts its lower partners, one connection per round
     lower = {p for _, p in mine if p < node}
     accepted: dict[int, socket.socket] = {}
-    ready = threading.Event()
     server = socket.create_server(("", _address(hosts[node], port)[1]), backlog=max(8, len(lower)))
     server.settimeout(timeout * (len(mine) + 1))
 
-    def accept() -> None:
-        ready.set()
+    def accept() -> None:  # the server listens already: a partner may connect before this thread runs
         try:
             while len(accepted) < len(lower):
                 conn, _ = server.accept()
@@ -94,7 +92,6 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
 
     listener = threading.Thread(target=accept, daemon=True)
     listener.start()
-    ready.wait()
     buf = b"\0" * min(size, CHUNK)
     pairs: list[dict[str, Any]] = []
     start = time.monotonic()
@@ -115,19 +112,10 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
                     raise TimeoutError(f"node {partner} did not connect in {timeout:g} s")
                 sock = accepted[partner]
             with sock:
-                sock.settimeout(max(0.1, deadline - time.monotonic()))
-                _exchange(sock, 1, b"\0", first)  # the handshake: both ends are in this round
-                sock.settimeout(timeout)
-                _exchange(sock, size, buf, first)  # warm-up
-                times = []
-                for _ in range(iters):
-                    t0 = time.perf_counter()
-                    _exchange(sock, size, buf, first)
-                    times.append(time.perf_counter() - t0)
+                seconds = _timed(sock, size, buf, first, iters, deadline, timeout)
         except OSError as exc:  # refused, reset, timed out
             pairs.append({"round": k, "partner": partner, "error": f"{type(exc).__name__}: {exc}"[:200]})
             continue
-        seconds = statistics.median(times)
         pairs.append({"round": k, "partner": partner, "seconds": round(seconds, 6),
                       "gbps": round(2 * size / seconds / 1e9, 4)})
     server.close()
@@ -135,6 +123,22 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
     return {"backend": "tcp", "nodes": nodes, "rounds": max(1, (nodes - 1).bit_length()), "bytes": size,
             "pairs": pairs, "busbw_gbps": round(statistics.median(answered), 4) if answered else None,
             "failed_partners": [p["partner"] for p in pairs if "error" in p]}
+
+
+def _timed(sock: socket.socket, size: int, buf: bytes, first: bool, iters: int, deadline: float,
+           timeout: float) -> float:
+    """The median seconds of `iters` exchanges after the handshake (both ends in this round, by `deadline`) and a
+    warm-up."""
+    sock.settimeout(max(0.1, deadline - time.monotonic()))
+    _exchange(sock, 1, b"\0", first)
+    sock.settimeout(timeout)
+    _exchange(sock, size, buf, first)
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        _exchange(sock, size, buf, first)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
