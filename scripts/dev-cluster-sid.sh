@@ -109,6 +109,11 @@ mount_binds() {
   for d in "${BINDS[@]}" "$(repo_top)"; do
     [ -d "$d" ] || continue
     mkdir -p "$ROOT$d"
+    # a bind of a folder since removed and made again (a CI clone's top, one per run) shows the old, deleted one
+    if mountpoint -q "$ROOT$d" && [ "$(stat -c %d:%i "$d")" != "$(stat -c %d:%i "$ROOT$d")" ]; then
+      log "$ROOT$d: a bind of an earlier $d, bound again"
+      umount -l "$ROOT$d"
+    fi
     mountpoint -q "$ROOT$d" || { mount --rbind "$d" "$ROOT$d"; mount --make-rslave "$ROOT$d"; }
   done
 }
