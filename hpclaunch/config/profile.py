@@ -143,12 +143,19 @@ class HealthDefaults(StrictModel, frozen=True, kw_only=True):
 
 
 class StragglerDefaults(StrictModel, frozen=True, kw_only=True):
-    """Stragglers named in status, watch and report (docs/troubleshooting.md#stragglers)."""
+    """Stragglers named in status, watch and report, and slow nodes swapped for spares
+    (docs/troubleshooting.md#stragglers)."""
 
     factor: Annotated[float, Meta(gt=1, le=100, description="a rank whose step time over the window is more than "
                                   "this many times the median rank's is a straggler")] = 1.2
     window: Annotated[int, Meta(ge=2, le=10000, description="the last steps each rank's step time is taken over")
                       ] = 10
+    windows: Annotated[int, Meta(ge=0, le=100, description=(
+        "a node slower than `factor` x the median in this many consecutive windows of `window` steps is blamed: "
+        "swapped for a free spare node at the next log step (a checkpoint), else reported; 0: never blamed"))] = 5
+    max_swaps: Annotated[int, Meta(ge=0, le=100, description=(
+        "slow nodes swapped for spare nodes in one allocation, each one of the restarts.max relaunches; "
+        "0: slow nodes are only reported"))] = 1
 
 
 class ContainerConfig(StrictModel, frozen=True, kw_only=True):

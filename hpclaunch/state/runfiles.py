@@ -167,6 +167,10 @@ def watchdog_verdict_name(restart: int | str) -> str:
     return f"watchdog.restart-{restart}.json"
 
 
+def slow_verdict_name(restart: int | str) -> str:
+    return f"slow.restart-{restart}.json"
+
+
 def msrun_exit_name(rank: int | str) -> str:
     return f"worker_{rank}.exit"
 
@@ -358,6 +362,16 @@ class RunFiles:
 
     def watchdog_verdict(self, restart: int) -> Path:
         return self.logs / watchdog_verdict_name(restart)
+
+    def slow_verdict(self, restart: int) -> Path:
+        """A node found slow in this restart (hpclaunch/runtime/node/slowswap.py): swapped, or only reported."""
+        return self.logs / slow_verdict_name(restart)
+
+    def slow_verdicts(self) -> list[Path]:
+        """Every restart's slow-node finding, oldest restart first."""
+        found = [(int(m.group(1)), p) for p in (self.logs.glob("slow.restart-*.json") if self.logs.is_dir() else [])
+                 if (m := re.match(r"^slow\.restart-(\d+)\.json$", p.name))]
+        return [p for _, p in sorted(found)]
 
     def rank_exit(self, rank: int, restart: int) -> Path:
         return self.progress / f"rank-{rank}.restart-{restart}.exit"

@@ -62,16 +62,26 @@ def find(run: RunFiles, factor: float | None = None) -> list[dict[str, Any]]:
     if factor is None:
         written = [r["sf"] for r in records.values() if isinstance(r.get("sf"), (int, float)) and r["sf"] > 1]
         factor = float(written[0]) if written else DEFAULT_FACTOR
+    slow, median = slower(windows, factor)
+    out = [{"rank": rank, "host": records[rank].get("host"), "restart": records[rank]["restart"],
+            "step": records[rank].get("step"), "steps": windows[rank][0], "step_s": round(s, 4),
+            "median_s": round(median, 4), "ratio": round(s / median, 2)} for rank, s in slow.items()]
+    return sorted(out, key=lambda r: -r["step_s"])
+
+
+def slower(windows: dict[int, tuple[int, float, float]], factor: float) -> tuple[dict[int, float], float]:
+    """The ranks slower than `factor` x the median over one window each (rank -> (steps, seconds, waiting)):
+    ({rank: its own step time}, the median own step time), by the rule above; ({}, 0.0) with fewer than two."""
+    if len(windows) < 2:
+        return {}, 0.0
     least_wait = min(waiting / steps for steps, _, waiting in windows.values())
     own = {rank: seconds / steps - (waiting / steps - least_wait)
            for rank, (steps, seconds, waiting) in windows.items()}
     median = statistics.median(own.values())
     floor = MIN_SHARE * statistics.median(seconds / steps for steps, seconds, _ in windows.values())
-    out = [{"rank": rank, "host": records[rank].get("host"), "restart": records[rank]["restart"],
-            "step": records[rank].get("step"), "steps": windows[rank][0], "step_s": round(s, 4),
-            "median_s": round(median, 4), "ratio": round(s / median, 2) if median > 0 else None}
-           for rank, s in own.items() if median > 0 and s > factor * median and s - median > floor]
-    return sorted(out, key=lambda r: -r["step_s"])
+    if median <= 0:
+        return {}, median
+    return {rank: s for rank, s in own.items() if s > factor * median and s - median > floor}, median
 
 
 STALL_FACTOR = 5.0  # a rank whose phase has not changed for this many median steps has stalled ...

@@ -44,6 +44,7 @@ HUNG_EXIT_CODE = 124  # hpclaunch.runtime.node.supervise.HUNG_EXIT_CODE (not imp
 HEALTH_EXIT_CODE = 75  # hpclaunch.runtime.node.health.HEALTH_EXIT_CODE (not imported: render stays light)
 STRAGGLER_WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"  # hpclaunch.runtime.node.progress.WINDOW_ENV
 STRAGGLER_FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"  # hpclaunch.runtime.node.progress.FACTOR_ENV
+STRAGGLER_WINDOWS_ENV = "HPCLAUNCH_STRAGGLER_WINDOWS"  # hpclaunch.runtime.node.progress.WINDOWS_ENV
 INJECT_ENV = "HPCLAUNCH_INJECT"  # hpclaunch.runtime.node.inject.ENV (not imported: render stays light)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)  # shlex.quote leaves such a path as it is
@@ -182,12 +183,16 @@ def _render(spec: JobSpec, run_dir: Path) -> Rendered:
                 **({INJECT_ENV: spec.inject} if spec.inject else {}), **spec.profile.env,
                 "OMP_NUM_THREADS": str(spec.resources.cpus_per_rank),
                 STRAGGLER_FACTOR_ENV: f"{spec.profile.stragglers.factor:g}",
-                STRAGGLER_WINDOW_ENV: str(spec.profile.stragglers.window), **spec.recipe.env},
+                STRAGGLER_WINDOW_ENV: str(spec.profile.stragglers.window),
+                STRAGGLER_WINDOWS_ENV: str(spec.profile.stragglers.windows), **spec.recipe.env},
         "launch": launcher.script_context(spec, run_dir),
         # this restart's watchdog verdict, as the shell spells it (hpclaunch/runtime/node/supervise.py writes it)
         "watchdog_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.watchdog_verdict_name(
             f"${{{runfiles.ENV_RESTART}}}")),
         "hung_exit_code": HUNG_EXIT_CODE,
+        # this restart's slow-node finding (hpclaunch/runtime/node/slowswap.py), as the shell spells it
+        "slow_verdict": ShellExpr(f"${{{runfiles.ENV_LOG_DIR}}}/" + runfiles.slow_verdict_name(
+            f"${{{runfiles.ENV_RESTART}}}")),
         "health_exit_code": HEALTH_EXIT_CODE,
         **_health_commands(spec, run_dir),
         **_notify(spec, run_dir),

@@ -5,7 +5,8 @@ A failure is node-level when a node was lost (its supervisor's record has no end
 once, while the other nodes' supervisors saw their launch end), the watchdog ended a hang (the hung rank's node),
 a rank was killed by SIGKILL (the OOM killer: its node), or the diagnosis names a node or device fault (node
 failure, device error, network/IB error) on a rank whose node is known from its progress record. Anything else
-(an exception in the script, a bad config) would fail again anywhere: no retry.
+(an exception in the script, a bad config) would fail again anywhere: no retry. A launch that ended 0 is blamed
+only when node 0's supervisor stopped it to swap a slow node (``hpclaunch.runtime.node.slowswap``: cause ``slow``).
 
 A collective timeout (NCCL's watchdog, HCCL EI0002/EI0006) on its own proves no node fault: the ranks
 that report it only waited. It names suspects, though: the ranks that did not report it. A node is
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpclaunch.runtime.node.progress import read_all
+from hpclaunch.runtime.node.slowswap import swap_asked
 from hpclaunch.runtime.node.supervise import HUNG_EXIT_CODE
 from hpclaunch.state import suspects
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
@@ -39,14 +41,14 @@ NODE_LEVEL_RULES = frozenset({"node_fail", "host_oom", "device_fault", "network_
 
 # causes after which the node itself is not used again (a spare takes its place); after the others (a hang, a
 # rank killed) the processes failed while the node answered: a relaunch may use it again
-NODE_GONE = frozenset({"node_lost", *NODE_LEVEL_RULES})
+NODE_GONE = frozenset({"node_lost", "slow", *NODE_LEVEL_RULES})
 
 
 @dataclass(frozen=True)
 class Blame:
     nodes: tuple[str, ...]
     reason: str
-    cause: str = ""  # node_lost, hang, killed, or the diagnose rule (NODE_LEVEL_RULES)
+    cause: str = ""  # node_lost, hang, killed, slow, or the diagnose rule (NODE_LEVEL_RULES)
     rank: int | None = None
 
 
@@ -84,6 +86,9 @@ def _ranks_of(run: RunFiles, restart: int, hosts: list[str]) -> list[int]:
 
 
 def blame(run: RunFiles, restart: int, exit_code: int, job_id: str = "") -> Blame | None:
+    if exit_code == 0:  # the ranks stopped for a slow node's swap, or they finished
+        slow = swap_asked(run, restart)
+        return Blame((str(slow["host"]),), str(slow["summary"]), "slow", slow.get("rank")) if slow else None
     hosts = {rank: str(rec.get("host")) for rank, rec in read_all(run, restart).items() if rec.get("host")}
     lost = lost_nodes(run, restart)
     if exit_code != 0 and lost:

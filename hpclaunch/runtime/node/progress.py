@@ -17,7 +17,10 @@ For stragglers (hpclaunch/state/stragglers.py) the record also holds ``win``: [s
 summed over the rank's last HPCLAUNCH_STRAGGLER_WINDOW finished steps (the profile's stragglers.window): the
 wall time from one finished optimizer step to the next, and the part of it spent in WAITING_PHASES, where a
 rank waits for its peers; and ``sf``, the profile's stragglers.factor (HPCLAUNCH_STRAGGLER_FACTOR), so that
-`status` judges them without reading the job's YAML. Standard library only.
+`status` judges them without reading the job's YAML. For the slow-node judge (hpclaunch/runtime/node/slowswap.py)
+it holds ``hw``: the rank's last HPCLAUNCH_STRAGGLER_WINDOWS (stragglers.windows) whole windows, each [its index
+(step - 1) // window, seconds, waiting seconds]: windows of the same steps on every rank, so that one read of the
+node records shows whether a node stayed slow for that many windows in a row. Standard library only.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from hpclaunch.state.runfiles import RunFiles
 RECORD_BYTES = 384
 WINDOW_ENV = "HPCLAUNCH_STRAGGLER_WINDOW"
 FACTOR_ENV = "HPCLAUNCH_STRAGGLER_FACTOR"
+WINDOWS_ENV = "HPCLAUNCH_STRAGGLER_WINDOWS"
 DEFAULT_WINDOW = 10
+DEFAULT_WINDOWS = 5
+WINDOW_BYTES = 32  # the record's room for each window of ``hw``
 _HOST = socket.gethostname()
 PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
 # Phases in which a rank waits for its peers when one of them stops.
@@ -47,10 +53,14 @@ class Progress:
     """One rank's progress record and the thread that writes it."""
 
     def __init__(self, path: Path | None, rank: int, interval: float = 1.0, window: int = DEFAULT_WINDOW,
-                 factor: float | None = None) -> None:
+                 factor: float | None = None, windows: int = DEFAULT_WINDOWS) -> None:
         self.path, self.rank, self.interval, self.factor = path, rank, interval, factor
         self.step, self.phase, self.changed = 0, "init", time.time()
         self.steps: deque[tuple[float, float]] = deque(maxlen=max(window, 1))  # (seconds, waiting) per step
+        self.width = max(window, 1)
+        self.whole: deque[list[float]] = deque(maxlen=max(windows, 0))  # [index, seconds, waiting] per whole window
+        self._open: list[float] = [-1, 0, 0, 0]  # the window being filled: index, steps, seconds, waiting
+        self.size = RECORD_BYTES + WINDOW_BYTES * max(windows, 0)
         self._waited, self._step_end = 0.0, 0.0
         self._written: tuple[int, str, float] | None = None
         self._lock = threading.Lock()
@@ -68,18 +78,30 @@ class Progress:
             if self.phase in WAITING_PHASES:
                 self._waited += now - self.changed
             if step is not None and step > self.step and phase == "optimizer":
-                self._finished_step(now)
+                self._finished_step(now, step)
             if step is not None:
                 self.step = step
             self.phase = phase
             self.changed = now
 
-    def _finished_step(self, now: float) -> None:
+    def _finished_step(self, now: float, step: int) -> None:
         """An optimizer step finished: its time since the one before and the part spent waiting; the first after
         the start (imports, warm-up) only starts the count."""
         if self._step_end:
             self.steps.append((now - self._step_end, self._waited))
+            self._add_to_window(step, now - self._step_end, self._waited)
         self._step_end, self._waited = now, 0.0
+
+    def _add_to_window(self, step: int, seconds: float, waiting: float) -> None:
+        """Step `step` into its window ((step - 1) // width); a window is kept once it holds all its steps."""
+        index = (step - 1) // self.width
+        if index != self._open[0]:
+            self._open = [index, 0, 0.0, 0.0]
+        self._open[1] += 1
+        self._open[2] += seconds
+        self._open[3] += waiting
+        if self._open[1] == self.width and self.whole.maxlen:
+            self.whole.append([index, round(self._open[2], 3), round(self._open[3], 3)])
 
     def window(self) -> list[float]:
         """[steps, seconds, waiting seconds] over the window."""
@@ -95,8 +117,10 @@ class Progress:
                 return
             record = json.dumps({"rank": self.rank, "step": state[0], "phase": state[1], "t": round(state[2], 3),
                                  "host": _HOST, "pid": os.getpid(), "win": self.window(),
-                                 "sf": self.factor})
-            os.pwrite(self._fd, record.encode().ljust(RECORD_BYTES), 0)
+                                 "sf": self.factor, **({"hw": list(self.whole)} if self.whole.maxlen else {})})
+            data = record.encode()
+            self.size = max(self.size, len(data))  # a longer record than ever: later ones pad over all of it
+            os.pwrite(self._fd, data.ljust(self.size), 0)
             self._written = state
 
     def _run(self) -> None:
@@ -119,8 +143,9 @@ def current() -> Progress:
         folder = noderecord.from_env()
         window = int(os.environ.get(WINDOW_ENV, "") or DEFAULT_WINDOW)
         factor = float(os.environ.get(FACTOR_ENV, "") or 0) or None
+        windows = int(os.environ.get(WINDOWS_ENV, "") or DEFAULT_WINDOWS)
         _CURRENT.append(Progress(noderecord.rank_file(folder, rank) if folder else None, rank, window=window,
-                                 factor=factor))
+                                 factor=factor, windows=windows))
     return _CURRENT[0]
 
 

@@ -6,13 +6,15 @@ rank killed by SIGKILL, a device or network fault on a known node) relaunches th
 checkpoint, up to ``restarts.max`` times; an error in the script (an exception) ends the job.
 
 Which nodes: after a hang or a killed rank the same ones (the processes failed, the node still answered);
-after a lost node or a device/network fault the node is dropped for the rest of the allocation and the first
+after a lost node, a device/network fault or a slow node's swap (the launch ended 0: node 0's supervisor stopped
+the ranks at a checkpoint for it, ``hpclaunch.runtime.node.slowswap``) the node is dropped for the rest of the
+allocation and the first
 healthy nodes of the allocation take the launch at the same world size (a spare node, ``submit
 --spare-nodes K``, takes its place). With no spare left the job ends here and ``submit --retries`` (when
 given) resubmits it without the node; the data-parallel size is never shrunk.
 
 It prints shell assignments for the job script to ``eval`` (``hpclaunch_action=relaunch|end``, the nodes,
-the dropped nodes, the next restart number, the reason) and, for a relaunch, appends the recovery to
+the dropped nodes, the next restart number, the cause, the reason) and, for a relaunch, appends the recovery to
 ``RUN_DIR/recoveries.jsonl``. Standard library only.
 """
 
@@ -60,10 +62,12 @@ def decide(found: Blame | None, *, used: tuple[str, ...], allocation: tuple[str,
 
 
 def _detected_at(run: RunFiles, restart: int, found: Blame) -> float:
-    """When the fault was detected: the watchdog's decision for a hang, else now (the launch just ended)."""
-    if found.cause == "hang":
+    """When the fault was detected: the watchdog's or the slow-node judge's decision, else now (the launch just
+    ended)."""
+    if found.cause in ("hang", "slow"):
+        verdict = run.watchdog_verdict(restart) if found.cause == "hang" else run.slow_verdict(restart)
         try:
-            return float(json.loads(run.watchdog_verdict(restart).read_text())["decided_at"])
+            return float(json.loads(verdict.read_text())["decided_at"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
     return time.time()
@@ -72,9 +76,14 @@ def _detected_at(run: RunFiles, restart: int, found: Blame) -> float:
 def record(run: RunFiles, restart: int, found: Blame, decision: Decision, job_id: str) -> dict[str, object]:
     """The recovery's line in recoveries.jsonl (seconds_to_first_step is read later, from the timeline)."""
     latest = run.latest_checkpoint()
+    reason = found.reason
+    if found.cause == "slow":  # node3 slow for 5 windows (1.6x the median): swapped at step 400 for node5
+        spares = [n for n in decision.nodes if n not in found.nodes and n not in _nodes(os.environ.get(
+            "HPCLAUNCH_NODELIST", ""))]
+        reason += f": swapped at step {latest[0] if latest else 0} for {','.join(spares) or '?'}"
     entry: dict[str, object] = {
         "job": job_id, "cause": found.cause, "rank": found.rank, "node": ",".join(found.nodes),
-        "reason": found.reason, "restart": restart, "resumed_restart": restart + 1,
+        "reason": reason, "restart": restart, "resumed_restart": restart + 1,
         "detected_at": round(_detected_at(run, restart, found), 3),
         "resumed_step": latest[0] if latest else 0, "nodes": ",".join(decision.nodes),
         "dropped": ",".join(decision.dropped)}
@@ -113,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     if d.action == "relaunch" and found is not None:
         record(run, restart, found, d, job_id)
         run.last_restart.write_text(f"{restart + 1}\n")
+    if found is None and args.exit_code == 0:
+        d = Decision("end", used, d.dropped, "the ranks finished before the slow node's swap: nothing to relaunch")
     for name, value in (("action", d.action), ("nodes", ",".join(d.nodes)), ("dropped", ",".join(d.dropped)),
-                        ("restart", str(restart + 1)), ("reason", d.reason)):
+                        ("restart", str(restart + 1)), ("cause", found.cause if found else ""),
+                        ("reason", d.reason)):
         print(f"hpclaunch_{name}={shlex.quote(value)}")
     return 0
 

@@ -17,7 +17,10 @@ Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor
   records (at most once per publishing interval): when no rank has progressed for the timeout, it writes the
   verdict (``RUN_DIR/logs/watchdog.restart-<N>.json``: which rank stopped first, at which step and phase, which
   waited), prints it, kills every tagged process and exits with ``HUNG_EXIT_CODE`` (124). The scheduler's
-  step then ends the other nodes (Slurm: ``srun --kill-on-bad-exit``), whose supervisors decide the same.
+  step then ends the other nodes (Slurm: ``srun --kill-on-bad-exit``), whose supervisors decide the same;
+- on node 0, judges from every node's record (read once per publishing interval, the read the watchdog shares
+  when it needs one then) whether a node stayed slow, and has it swapped for a spare node
+  (``hpclaunch.runtime.node.slowswap``: USR1 to its ranks, which save at the next log step and exit).
 
 The timeout: ``--init-timeout`` until some rank finished its first step, ``--timeout`` after. With
 ``--adaptive`` (the profile's default timeout, not one the user set) it tightens after ``WARMUP_STEPS``
@@ -43,6 +46,7 @@ from hpclaunch.runtime.node.noderecord import HISTORY_INTERVAL, NodeWriter
 from hpclaunch.runtime.node.progress import WAITING_PHASES, read_all
 from hpclaunch.runtime.node.ranks import RankGroup, group_size
 from hpclaunch.runtime.node.sampler import Sampler, interval_from_env
+from hpclaunch.runtime.node.slowswap import SWAP, SlowWatch
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
 
 HUNG_EXIT_CODE = 124
@@ -198,6 +202,8 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter,
     sampler = Sampler(run.usage_samples(node, restart), node, lambda: sorted({child.pid, *tagged(tag)}),
                       interval_from_env(), flush_interval=HISTORY_INTERVAL)
     job_wide_at = 0.0  # when the node records of the whole job may be read again
+    slow = SlowWatch.from_env(run, restart, node)  # node 0 only (None elsewhere)
+    slow_at = 0.0  # when node 0 reads them again for the slow-node judge
     while True:
         sampler.poll(time.time())
         try:
@@ -216,12 +222,16 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter,
         now = time.time()
         local = writer.ranks()
         writer.tick(now, local)
+        wide = None
+        if slow is not None and slow.decided is None and now >= slow_at:
+            slow_at, wide = now + writer.publish_interval, read_all(run, restart)
+            _judge_slow(slow, {**wide, **local}, now, child, node)
         # the job is hung only when no rank anywhere progressed: this node's ranks first (memory), then, when they
         # stopped, every node's record (one file per node, at most once per publishing interval)
-        if not watchdog or not watch.hung(local, now) or now < job_wide_at:
+        if not watchdog or not watch.hung(local, now) or (wide is None and now < job_wide_at):
             continue
         job_wide_at = now + writer.publish_interval
-        records = {**read_all(run, restart), **local}
+        records = {**(read_all(run, restart) if wide is None else wide), **local}
         if not watch.hung(records, now):
             continue
         found = verdict(records)
@@ -239,6 +249,17 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter,
         _kill_all(tag)
         child.wait()
         return HUNG_EXIT_CODE
+
+
+def _judge_slow(slow: SlowWatch, records: dict[int, Record], now: float, child: Any, node: str) -> None:
+    """A node found slow: its swap asked (USR1 to this node's ranks: every rank saves at the next log step and
+    exits), or only reported."""
+    found = slow.check(records, now)
+    if found is None:
+        return
+    print(f"hpclaunch: node {node}: {found['text']}", file=sys.stderr, flush=True)
+    if found["action"] == SWAP and child.poll() is None:
+        child.send_signal(signal.SIGUSR1)
 
 
 def _write_once(path: Path, data: dict[str, object]) -> None:
