@@ -75,7 +75,7 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
     from hpclaunch.report import checkpoints, energy, goodput, usage
     from hpclaunch.report.metrics import load_run, summary
     from hpclaunch.report.plots import plot_run, plot_timeline
-    from hpclaunch.state import registry, stragglers, timeline
+    from hpclaunch.state import registry, slownodes, stragglers, timeline
     from hpclaunch.state.runfiles import RunFiles
     from hpclaunch.state.sweeps import is_sweep
 
@@ -95,6 +95,7 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
         paths.append(plot_timeline(restarts, out / "timeline.png", f"job {job}: start-up timeline"))
     info = summary(m)
     slow = stragglers.find(files)
+    swapped = slownodes.load(files)
     health = health_verdict(files)
     used, spent = usage_energy(record)
     dev = used["devices"]
@@ -109,6 +110,7 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
              *(f"timeline (restart {e['restart']}): {timeline.describe(e)}" for e in restarts),
              *([f"node health: {describe_health(health)}"] if health else []),
              *(f"straggler: {stragglers.describe(f)}" for f in slow),
+             *(f"slow node: {slownodes.line(f)}" for f in swapped),
              f"usage ({used['source']}): {usage.describe(used, human)}",
              f"devices: {usage.describe_devices(dev, human)}",
              *energy.describe(spent),
@@ -117,8 +119,8 @@ def report(job: str, out: Path | None = None) -> Report | SweepReport:
     summary_file = out / "summary.txt"
     summary_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = {**info, "checkpoints": saved, **checkpoints.totals(saved), "timeline": restarts, "goodput": ledger,
-            "promise": promise, "health": health, "stragglers": slow, "usage": used, "energy": spent,
-            "plots": [str(p) for p in paths], "summary_file": str(summary_file)}
+            "promise": promise, "health": health, "stragglers": slow, "slow_nodes": swapped, "usage": used,
+            "energy": spent, "plots": [str(p) for p in paths], "summary_file": str(summary_file)}
     return Report(job, data, lines, paths, summary_file)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from hpclaunch.jobs.sync import describe as wandb
 from hpclaunch.jobs.view import describe_health as health
 from hpclaunch.state.recoveries import line as recovery
+from hpclaunch.state.slownodes import line as slow_node
 from hpclaunch.state.stragglers import describe as straggler
 from hpclaunch.state.stragglers import describe_stall as stall
 from hpclaunch.state.timeline import SPANS, seconds
 from hpclaunch.state.timeline import describe as timeline
 
-__all__ = ["SPANS", "health", "recovery", "seconds", "stall", "straggler", "timeline", "wandb"]
+__all__ = ["SPANS", "health", "recovery", "seconds", "slow_node", "stall", "straggler", "timeline", "wandb"]

@@ -146,6 +146,8 @@ def _print_job(v: JobView) -> None:
         click.echo(f"  STALLED: {words.stall(found)}; the hang watchdog ends it when it stays so")
     for found in v.stragglers:
         click.echo(f"  straggler: {words.straggler(found)}")
+    for found in v.slow_nodes:
+        click.echo(f"  slow node: {words.slow_node(found)}")
     if v.sweep_id:
         click.echo(f"  sweep {v.sweep_id}, element {(r.sweep or {}).get('index')}: {v.values}")
     click.echo(f"  run directory: {r.run_dir}")

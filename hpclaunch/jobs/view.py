@@ -18,7 +18,7 @@ from hpclaunch.jobs.state import retries, statuses, stop_reason
 from hpclaunch.report import goodput
 from hpclaunch.report.metrics import last_metrics
 from hpclaunch.schedulers import JobStatus
-from hpclaunch.state import provenance, recoveries, registry, stragglers, timeline
+from hpclaunch.state import provenance, recoveries, registry, slownodes, stragglers, timeline
 from hpclaunch.state.runfiles import RunFiles
 from hpclaunch.state.sweeps import is_sweep, sweep_id, values
 
@@ -97,6 +97,12 @@ class JobView:
         return stragglers.find(RunFiles(self.run_dir))
 
     @cached_property
+    def slow_nodes(self) -> list[dict[str, Any]]:
+        """Nodes found slow for stragglers.windows windows: swapped for a spare, or only reported
+        (hpclaunch/state/slownodes.py)."""
+        return slownodes.load(RunFiles(self.run_dir))
+
+    @cached_property
     def stalls(self) -> list[dict[str, Any]]:
         """A running job's ranks whose progress has stopped, before the watchdog ends them
         (hpclaunch/state/stragglers.py `stalled`)."""
@@ -122,7 +128,7 @@ class JobView:
                "latest": asdict(self.latest) if self.latest else None, "timeline": self.timeline,
                "goodput": None if self.is_sweep else self.goodput, "recoveries": self.recoveries,
                "provenance": self.provenance, "wandb": self.wandb, "health": self.health,
-               "stragglers": self.stragglers, "stalls": self.stalls}
+               "stragglers": self.stragglers, "slow_nodes": self.slow_nodes, "stalls": self.stalls}
         if self.is_sweep:
             out["elements"] = [e.to_dict() for e in self.elements]
         return out
