@@ -45,10 +45,14 @@ def _stage_lines(run_dir: Path) -> dict[str, str]:
     return {r["node"]: r["result"] for r in records}
 
 
-def _rank_python(run_dir: Path, rank: int) -> str:
+def _rank_note(run_dir: Path, rank: int, what: str) -> str:
     log = RunFiles(run_dir).logs / runfiles.rank_log_name(rank, 0)
-    (line,) = [x for x in log.read_text().splitlines() if x.startswith("hpclaunch: python environment: ")]
+    (line,) = [x for x in log.read_text().splitlines() if x.startswith(f"hpclaunch: {what}: ")]
     return line.split(": ", 2)[2]
+
+
+def _rank_python(run_dir: Path, rank: int) -> str:
+    return _rank_note(run_dir, rank, "python environment")
 
 
 def _run(home: Path, profile: Path, *extra: str) -> Path:
@@ -70,6 +74,9 @@ def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profil
     for rank, node in ((0, "node1"), (1, "node2")):
         env = Path(_rank_python(cold, rank))
         assert env.parent == scratch / node / "envs", env  # each rank ran from its own node's copy
+        # with the base interpreter (pyenv's, under $HOME: shared) and hpclaunch (this checkout) the copy carries
+        base, src = _rank_note(cold, rank, "python interpreter").split("; hpclaunch: ")
+        assert (Path(base), Path(src)) == (env / ".hpclaunch" / "python", env / ".hpclaunch" / "src" / "hpclaunch")
     assets = [scratch / node / "assets" / "generated" for node in ("node1", "node2")]
     assert all(sorted(p.name for p in a.iterdir()) == ["data", "models", "tokenizers"] for a in assets), assets
 

@@ -190,8 +190,10 @@ def _extension(venv: Path, tmp: Path) -> Path | None:
 
 
 def _envstage(python: Path, *args: str) -> subprocess.CompletedProcess:
+    # the base interpreter and the checkout taken as node-local: not carried (~10 s; test_envcarry.py carries them)
+    local = {"HPCLAUNCH_NODE_LOCAL_PREFIXES": f"/usr:{sys.base_prefix}:{REPO}"}
     return subprocess.run([str(python), "-m", "hpclaunch.runtime.node.envstage", *args], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO), **local})
 
 
 @pytest.mark.skipif(not SQUASHFS, reason="squashfs-tools (mksquashfs, unsquashfs) is not installed")

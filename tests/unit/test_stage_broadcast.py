@@ -18,7 +18,8 @@ from hpclaunch.runtime.node import envstage, nodestage
 
 REPO = Path(__file__).resolve().parents[2]
 SQUASHFS = shutil.which("mksquashfs") and shutil.which("unsquashfs")
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+# the base interpreter and the checkout taken as node-local: not carried (test_envcarry.py carries them)
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "HPCLAUNCH_NODE_LOCAL_PREFIXES": f"/usr:{sys.base_prefix}:{REPO}"}
 
 
 def _envstage(python: Path, *args: str) -> subprocess.CompletedProcess:

@@ -30,16 +30,22 @@ a package installed or upgraded gives another key. Packing reads the shared file
 then start from local disk, where opening the interpreter's modules costs no metadata round trip to the shared
 filesystem.
 
-An environment does not move by itself; ``relocate`` fixes, in the unpacked copy, what names the old prefix:
+The image also carries what the environment needs from outside it on a shared path (envcarry.py): the base
+interpreter a venv links to (unless it is the OS's own, under /usr) and hpclaunch's own package of an editable
+install, each under ``.hpclaunch/`` in the node's copy; the key hashes them too.
+
+An environment does not move by itself; ``relocate`` fixes, in the unpacked copy, what names the old prefix or a
+carried part's shared path:
 
     bin/*          shebangs of console scripts (``#!/old/bin/python`` -> the copy's python: torchrun, deepspeed),
                    activate scripts (VIRTUAL_ENV=...), any other small text file naming the prefix
-    pyvenv.cfg     lines naming the prefix (``home`` names the base interpreter, outside the env: kept)
-    *.pth          path entries under the prefix (an editable install pointing at a checkout elsewhere is kept:
-                   hpclaunch itself stays on the shared path, found through the job's PYTHONPATH or its .pth)
-    symlinks       absolute links into the prefix, re-aimed at the copy
-    ELF rpaths     RPATH/RUNPATH entries under the prefix of compiled extensions are rewritten to $ORIGIN-relative
-                   ones in place (elfpaths.py); one that does not fit is reported and keeps the shared path
+    pyvenv.cfg     lines naming the prefix, and ``home``/``executable`` naming a carried base interpreter
+    *.pth          path entries under the prefix or a carried package, and a line naming the folder above a carried
+                   hpclaunch (its checkout); an editable install's finder mapping likewise
+    symlinks       absolute links into the prefix (``bin/python`` into a carried interpreter), re-aimed at the copy
+    ELF rpaths     RPATH/RUNPATH entries under the prefix (or the carried interpreter's, its ``bin/python3.X``
+                   included) are rewritten to $ORIGIN-relative ones in place (elfpaths.py); one that does not fit
+                   is reported and keeps the shared path
 
 Standard library only, plus squashfs-tools on the login/batch node and the compute nodes.
 """
@@ -52,11 +58,12 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import time
 from pathlib import Path
 
-from hpclaunch.runtime.node import elfpaths
+from hpclaunch.runtime.node import elfpaths, envcarry
 from hpclaunch.runtime.node.nodestage import StageError, node_name, run_tool, stage, unsquash, warm
 
 _TEXT_LIMIT = 1 << 20
@@ -75,7 +82,8 @@ def env_prefix() -> Path:
     return prefix
 
 
-def env_key(prefix: Path) -> str:
+def env_key(prefix: Path, carried: list[envcarry.Part] | None = None) -> str:
+    """The image's key: the environment's file list, and what the image carries besides (envcarry.key_lines)."""
     h = hashlib.sha256(str(prefix).encode())
     for folder, dirs, names in os.walk(prefix):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -84,14 +92,19 @@ def env_key(prefix: Path) -> str:
             st = p.lstat()
             link = os.readlink(p) if p.is_symlink() else ""
             h.update(f"{p.relative_to(prefix)}\0{st.st_size}\0{st.st_mtime_ns}\0{link}\n".encode())
+    for part in carried or []:
+        for line in envcarry.key_lines(part):
+            h.update(line.encode())
     return h.hexdigest()[:24]
 
 
-def pack(prefix: Path, cache: Path) -> dict:
-    """CACHE/<key>.sqfs and its record CACHE/<key>.json, made once per key (an image appears only complete).
+def pack(prefix: Path, cache: Path, carried: list[envcarry.Part] | None = None) -> dict:
+    """CACHE/<key>.sqfs and its record CACHE/<key>.json, made once per key (an image appears only complete), with
+    the `carried` parts (envcarry.py: the base interpreter, hpclaunch's source) appended under their own names.
     The image is self-unpacking (``header``); an image packed before that (no ``offset`` in its record) is packed
     again."""
-    key = env_key(prefix)
+    carried = carried or []
+    key = env_key(prefix, carried)
     record_path = cache / f"{key}.json"
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -104,9 +117,11 @@ def pack(prefix: Path, cache: Path) -> dict:
     try:
         run_tool(["mksquashfs", str(prefix), str(tmp), "-noappend", "-comp", "lz4", "-no-progress", "-quiet",
                   "-o", str(HEADER)])
+        _append(tmp, prefix, carried)
         record = {"key": key, "prefix": str(prefix), "image": str(image), "bytes": tmp.stat().st_size,
-                  "offset": HEADER, "unpacked_bytes": sum(f.stat().st_size for f in prefix.rglob("*")
-                                                          if f.is_file() and not f.is_symlink())}
+                  "offset": HEADER, "unpacked_bytes": _tree_bytes(prefix) + sum(_tree_bytes(c.source, c.exclude)
+                                                                                for c in carried),
+                  "carried": [c.as_record() for c in carried]}
         with open(tmp, "r+b") as fh:
             fh.write(header(record))
         os.chmod(tmp, 0o755)  # the broadcast runs the node's copy
@@ -117,6 +132,28 @@ def pack(prefix: Path, cache: Path) -> dict:
     tmp_record.write_text(json.dumps(record))
     os.replace(tmp_record, record_path)
     return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3))
+
+
+def _append(image: Path, prefix: Path, carried: list[envcarry.Part]) -> None:
+    """Append each carried part to the image as a folder of its own name at the image's root (unpack moves it)."""
+    names = {p.name for p in prefix.iterdir()}
+    for part in carried:
+        if part.source.name in names:
+            raise StageError(f"cannot carry {part.source} in the image of {prefix}: the environment has an entry "
+                             f"named {part.source.name} already (set {envcarry.ENV_LOCAL} to leave it out)")
+        names.add(part.source.name)
+        exclude = [w for e in part.exclude for w in ("-e", e)]
+        run_tool(["mksquashfs", str(part.source), str(image), "-keep-as-directory", "-no-progress", "-quiet",
+                  "-o", str(HEADER), *exclude])
+
+
+def _tree_bytes(root: Path, exclude: tuple[str, ...] = ()) -> int:
+    """The bytes of the regular files under `root`, but those under `exclude` (relative to it)."""
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if str(Path(folder, d).relative_to(root)) not in exclude]
+        total += sum(st.st_size for st in (Path(folder, n).lstat() for n in names) if stat.S_ISREG(st.st_mode))
+    return total
 
 
 def header(record: dict) -> bytes:
@@ -156,51 +193,79 @@ def unpack(record: dict, dest: Path) -> str:
     """The packed environment `record` at `dest` on this node (nodestage.stage: warm, copied or recopied)."""
     image, old = Path(record["image"]), record["prefix"]
 
+    carried = record.get("carried", [])
+
     def fill(tmp: Path) -> None:
         try:
             unsquash(image, int(record.get("offset", 0)))(tmp)
         except StageError as e:  # which image: a damaged one is removed by hand (docs/fast-start.md)
             raise StageError(f"{e} (image {image})") from e
-        relocate(tmp, old, str(dest))
+        if carried:
+            os.chmod(tmp, 0o755)  # an appended image's root is 0777
+            envcarry.place(tmp, carried)
+        relocate(tmp, old, str(dest), carried)
+        envcarry.write_pth(tmp, str(dest), carried)
 
     return stage(dest, record["key"], fill, need_bytes=int(record.get("unpacked_bytes", 0)))
 
 
-def relocate(root: Path, old: str, new: str) -> dict[str, list[str]]:
-    """Rewrite what names the prefix `old` in the copy at `root` (its final place: `new`); returns what changed,
-    by kind, and the rpaths that could not be rewritten (``rpath_kept``)."""
+def relocate(root: Path, old: str, new: str, carried: list[dict] | None = None) -> dict[str, list[str]]:
+    """Rewrite what names the prefix `old` in the copy at `root` (its final place: `new`), and the shared paths of
+    what the image carried (envcarry.moves: the base interpreter, hpclaunch's source) as their places in the copy;
+    returns what changed, by kind, and the rpaths that could not be rewritten (``rpath_kept``)."""
+    carried = carried or []
+    moves = sorted([(old, new), *envcarry.moves(carried, new)], key=lambda m: -len(m[0]))  # the longest first
+    roots = {o: root / Path(n).relative_to(new) for o, n in moves}
+    pattern = re.compile(b"(" + b"|".join(re.escape(o.encode()) for o, _ in moves) + rb")(?![\w.+-])")
+    to = {o.encode(): n.encode() for o, n in moves}
+    pth_lines = envcarry.pth_moves(carried, new)
     done: dict[str, list[str]] = {"text": [], "links": [], "rpath": [], "rpath_kept": []}
-    old_b, new_b = old.encode(), new.encode()
     for folder, _dirs, names in os.walk(root):
         for name in names:
             p = Path(folder, name)
             rel = str(p.relative_to(root))
             if p.is_symlink():
                 target = os.readlink(p)
-                if target == old or target.startswith(old + "/"):
+                moved = next((n + target[len(o):] for o, n in moves if target == o or target.startswith(o + "/")),
+                             None)
+                if moved is not None:
                     p.unlink()
-                    p.symlink_to(new + target[len(old):])
+                    p.symlink_to(moved)
                     done["links"].append(rel)
-            elif _rewritable_text(rel, p) and _replace_in_file(p, old_b, new_b):
+            elif _rewritable_text(rel, p) and _replace_in_file(p, pattern, to, pth_lines if name.endswith(".pth")
+                                                                else {}):
                 done["text"].append(rel)
-            elif ".so" in name:
-                fixed, kept = elfpaths.relocate_rpaths(p, old, root)
-                done["rpath"] += [rel] if fixed else []
-                done["rpath_kept"] += kept
+            elif ".so" in name or Path(rel).parent.name == "bin":
+                for o, _n in moves:
+                    fixed, kept = elfpaths.relocate_rpaths(p, o, roots[o])
+                    done["rpath"] += [rel] if fixed else []
+                    done["rpath_kept"] += kept
     return done
 
 
 def _rewritable_text(rel: str, p: Path) -> bool:
-    return (rel.startswith("bin/") or rel == "pyvenv.cfg" or rel.endswith(".pth")
+    return (Path(rel).parent.name == "bin" or rel == "pyvenv.cfg" or rel.endswith(".pth")
             or (rel.endswith(".py") and "__editable__" in rel)) and p.stat().st_size < _TEXT_LIMIT
 
 
-def _replace_in_file(p: Path, old: bytes, new: bytes) -> bool:
+def _replace_in_file(p: Path, pattern: re.Pattern[bytes], to: dict[bytes, bytes], lines: dict[str, str]) -> bool:
+    """Replace each path `pattern` finds (one of `to`'s keys, not followed by more of a file name) and each whole
+    line of `lines` in the text file `p`; False for a binary file or one without any."""
     data = p.read_bytes()
-    if old not in data or b"\0" in data[:8192]:
+    if b"\0" in data[:8192]:
+        return False
+    new = pattern.sub(lambda m: to[m.group(1)], data)
+    if lines:  # a .pth: a line that is a moved folder
+        out = []
+        for line in new.splitlines(keepends=True):
+            body = line.rstrip(b"\r\n")
+            moved = lines.get(body.decode(errors="replace"))
+            out.append(line if moved is None else moved.encode() + line[len(body):])
+        new = b"".join(out)
+    if new == data:
         return False
     mode = p.stat().st_mode
-    p.write_bytes(data.replace(old, new))
+    p.write_bytes(new)
     os.chmod(p, mode)
     return True
 
@@ -236,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     received = args.cmd == "node" and args.image is not None
     try:
         if args.cmd == "pack":
-            record = pack(env_prefix(), args.cache)
-            print(f"hpclaunch: python environment {record['prefix']}: {record['result']} as {record['key']} "
+            prefix = env_prefix()
+            record = pack(prefix, args.cache, envcarry.current(prefix))
+            also = "".join(f", {c['name']} {c['source']}" for c in record.get("carried", []))
+            print(f"hpclaunch: python environment {record['prefix']}{also}: {record['result']} as {record['key']} "
                   f"({record['bytes'] / 2**20:.0f} MiB, {time.monotonic() - t0:.1f} s)", file=sys.stderr)
             print(record["key"])
             return 0

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpclaunch.runtime.node import nodestage
+from hpclaunch.runtime.node import envcarry, nodestage
 from hpclaunch.state import runfiles, timeline
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
@@ -76,7 +76,9 @@ def _note_environment(path: Path) -> None:
     node's copy, or the shared one when staging failed and python.stage_fallback is shared, with the reason)."""
     fallback = os.environ.get("HPCLAUNCH_ENV_FALLBACK")
     if os.environ.get("HPCLAUNCH_ENV_KEY"):
-        note = f"hpclaunch: python environment: {sys.prefix}\n"
+        # the node's copy carries the base interpreter and hpclaunch where they are on a shared path (envcarry.py)
+        note = (f"hpclaunch: python environment: {sys.prefix}\n"
+                f"hpclaunch: python interpreter: {sys.base_prefix}; hpclaunch: {envcarry.PACKAGE}\n")
     elif fallback:
         note = (f"hpclaunch: python environment: {sys.prefix} (the shared one: python.stage_fallback shared, "
                 f"{fallback})\n")
