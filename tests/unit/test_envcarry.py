@@ -135,3 +135,27 @@ def test_an_image_carries_its_parts_and_unpacks_them_in_place(tmp_path):
     assert not (dest / base.name).exists() and not (dest / "hpclaunch").exists()
     assert os.readlink(dest / "bin" / "python3") == f"{dest}/{CARRY}/python/bin/python3"
     assert envstage.unpack(record, dest) == "warm"
+
+
+SQUASHFS = bool(shutil.which("mksquashfs") and shutil.which("unsquashfs"))
+
+
+@pytest.mark.skipif(not (Path("/usr/bin/python3").exists() and SQUASHFS),
+                    reason="needs the OS's python3 in /usr/bin and squashfs-tools")
+def test_a_venv_of_the_os_python_carries_no_interpreter_and_runs_from_its_copy(tmp_path):
+    """Debian's python3 (/usr, on every node's own disk): the image holds the venv and hpclaunch's source only, and
+    the copy runs the OS's interpreter with the copy's hpclaunch."""
+    venv = tmp_path / "shared" / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCLAUNCH_", "VIRTUAL_ENV"))}
+    packed = subprocess.run([str(venv / "bin" / "python"), "-m", "hpclaunch.runtime.node.envstage", "pack",
+                             "--cache", str(tmp_path / "store")], capture_output=True, text=True,
+                            env={**env, "PYTHONPATH": str(REPO)})
+    assert packed.returncode == 0, packed.stderr
+    record = envstage.image_record(tmp_path / "store" / f"{packed.stdout.strip()}.sqfs")
+    assert [c["name"] for c in record["carried"]] == ["hpclaunch"]
+    dest = tmp_path / "node1" / "envs" / record["key"]
+    assert envstage.unpack(record, dest) == "copied"
+    ran = subprocess.run([str(dest / "bin" / "python"), "-c", "import sys, hpclaunch; print(sys.base_prefix); "
+                          "print(hpclaunch.__file__)"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert ran.stdout.split() == ["/usr", str(dest / CARRY / "src" / "hpclaunch" / "__init__.py")], ran.stderr
