@@ -8,16 +8,18 @@
 - **productive**: the training spans (first step to the launch's end, each restart) less the time checkpoints
   blocked training, less the time the ranks made no progress before a launch that did not finish ended (a hang
   until the watchdog, a stall: from the last phase change of any rank, its progress records, to the launch's end)
-  and less the work done again after a fault (the steps between the checkpoint a restart resumed from and where
-  the run before it had got to, at the run's mean step time while it progressed);
+  and less the work done again after a fault (the steps between the step a restart resumed from, a peer's
+  snapshot or a checkpoint, and where the run before it had got to, at the run's mean step time while it
+  progressed);
 - the rest, in wall seconds: `startup` (job script to the first step, the first step excluded, each restart),
   `health` (the node health checks), `checkpoint_blocked`, `hung`, `recomputed`, `recovery` (between the end of one
   launch and the start of the next in the same allocation), `other` (what no stamp accounts for); and in node
   seconds `spares_idle`. Time in the queue is outside any allocation: `queued_s` (the first job) and
   `queued_retries_s` (every later one) are listed beside the ledger, not in it.
 
-Read from the run directory's own records: timeline.jsonl (state.timeline), checkpoints.jsonl and each restart's
-last step in progress/ (rank 0). Standard library only; `report` and `status --json` show it.
+Read from the run directory's own records: timeline.jsonl (state.timeline), checkpoints.jsonl, each restart's
+last step in progress/ (any rank's furthest) and the step it resumed from (progress/resumed.restart-<N>.json).
+Standard library only; `report` and `status --json` show it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpclaunch.report.checkpoints import load as load_checkpoints
-from hpclaunch.state import timeline
+from hpclaunch.state import recoveries, timeline
 from hpclaunch.state.runfiles import RunFiles
 
 # the timeline spans of the start-up, the first step (it trains) and the health checks (their own line) excluded
@@ -67,13 +69,19 @@ def _resumed_at(restart: int, reached: int, checkpoints: Sequence[Mapping[str, A
     return max(saved, default=0)
 
 
-def _steps(last_step: Mapping[int, int], checkpoints: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """(steps run in all, steps run again): a restart after the first ran from the checkpoint it resumed (the
-    newest saved before it) to its last step; the steps from there to where the restart before it had got to were
-    trained twice."""
+def _steps(last_step: Mapping[int, int], checkpoints: Sequence[Mapping[str, Any]],
+           resumed: Mapping[int, int] | None = None) -> tuple[int, int]:
+    """(steps run in all, steps run again): a restart after the first ran from the step it resumed (its ranks'
+    record, `resumed`: a peer's snapshot or a checkpoint; else the newest checkpoint saved before it) to its last
+    step; the steps from there to where the restart before it had got to were trained twice."""
     ran, again, reached = 0, 0, None
     for restart in sorted(last_step):
-        start = 0 if reached is None else _resumed_at(restart, reached, checkpoints)
+        if reached is None:
+            start = 0
+        elif resumed and restart in resumed:
+            start = resumed[restart]
+        else:
+            start = _resumed_at(restart, reached, checkpoints)
         if reached is not None:
             again += max(0, reached - start)
         ran += max(0, last_step[restart] - start)
@@ -83,9 +91,11 @@ def _steps(last_step: Mapping[int, int], checkpoints: Sequence[Mapping[str, Any]
 
 def ledger(restarts: Sequence[Mapping[str, Any]], checkpoints: Sequence[Mapping[str, Any]],
            last_step: Mapping[int, int], *, nodes: int, spare_nodes: int = 0,
-           hung: Mapping[int, float] | None = None) -> dict[str, Any] | None:
+           hung: Mapping[int, float] | None = None, resumed: Mapping[int, int] | None = None
+           ) -> dict[str, Any] | None:
     """The ledger of a run (see the module's docstring); None before any part of it ran. `hung`: restart ->
-    seconds its ranks made no progress before its launch ended (`hung_s`)."""
+    seconds its ranks made no progress before its launch ended (`hung_s`); `resumed`: restart -> the step its
+    ranks resumed from, where they said (`resumed_steps`)."""
     allocated, queued, queued_later = _allocated(restarts)
     if allocated <= 0:
         return None
@@ -96,7 +106,7 @@ def ledger(restarts: Sequence[Mapping[str, Any]], checkpoints: Sequence[Mapping[
     blocked = sum(float(c.get("blocked_s") or 0.0) for c in checkpoints)
     stuck = min(sum((hung or {}).values()), max(0.0, training - blocked))
     moving = training - stuck  # the training time while steps advanced: a hang says nothing of a step's time
-    ran, again = _steps(last_step, checkpoints)
+    ran, again = _steps(last_step, checkpoints, resumed)
     recomputed = min(moving - blocked, again * moving / ran) if moving > blocked and ran else 0.0
     productive = max(0.0, moving - blocked - recomputed)
     recovery = _recovery(restarts)
@@ -145,12 +155,21 @@ def _recovery(restarts: Sequence[Mapping[str, Any]]) -> float:
 
 
 def last_steps(files: RunFiles) -> dict[int, int]:
-    """Rank 0's last step of each restart, from its progress records."""
+    """The furthest step of each restart, any rank's, from the progress records (rank 0's node may have been lost
+    before its supervisor published its last steps)."""
     out: dict[int, int] = {}
     for restart in files.progress_restarts():
-        step = (files.progress_record(0, restart) or {}).get("step")
-        if isinstance(step, int):
+        if (step := recoveries.reached(files, restart)) is not None:
             out[restart] = step
+    return out
+
+
+def resumed_steps(files: RunFiles) -> dict[int, int]:
+    """restart -> the step its ranks resumed from (a peer's snapshot or a checkpoint), where rank 0 recorded it."""
+    out: dict[int, int] = {}
+    for restart in files.progress_restarts():
+        if (rec := recoveries.resumed(files, restart)) is not None:
+            out[restart] = int(rec["step"])
     return out
 
 
@@ -182,7 +201,7 @@ def of_run(files: RunFiles, *, nodes: int, spare_nodes: int = 0,
     restarts = timeline.load(files) if restarts is None else restarts
     saved = load_checkpoints(files) if saved is None else saved
     return ledger(restarts, saved, last_steps(files), nodes=nodes, spare_nodes=spare_nodes,
-                  hung=hung_s(files, restarts))
+                  hung=hung_s(files, restarts), resumed=resumed_steps(files))
 
 
 def describe(led: Mapping[str, Any]) -> str:

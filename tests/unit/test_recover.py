@@ -160,5 +160,5 @@ def test_a_recovery_is_read_back_with_the_seconds_to_the_first_step_after_it(tmp
     assert {k: rec[k] for k in ("cause", "rank", "node", "resumed_step", "seconds_to_first_step", "nodes")} == {
         "cause": "node_lost", "rank": 0, "node": "node1", "resumed_step": 0, "seconds_to_first_step": 9.0,
         "nodes": "node2,node3"}
-    assert recoveries.line(rec) == ("node_lost: rank 0 on node1, resumed from step 0 on node2,node3, "
+    assert recoveries.line(rec) == ("node_lost: rank 0 on node1, resumed from step 0 (checkpoint) on node2,node3, "
                                     "first step 9.0 s after")

@@ -52,14 +52,14 @@ def latest(run_dir: Path) -> Path | None:
     return newest[1] if newest else None
 
 
-def _rng_state(d: Dist) -> dict[str, Any]:
+def rng_state(d: Dist) -> dict[str, Any]:
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if d.accelerator != "cpu":
         state["device"] = d.module.get_rng_state(d.device)
     return state
 
 
-def _set_rng_state(state: dict[str, Any], d: Dist) -> None:
+def set_rng_state(state: dict[str, Any], d: Dist) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -149,7 +149,7 @@ class Saver:
                 shutil.rmtree(left, ignore_errors=True)
             tmp.mkdir(parents=True)
         self.d.barrier()
-        payload = {f"rng-rank-{self.d.rank}.pt": _rng_state(self.d)}
+        payload = {f"rng-rank-{self.d.rank}.pt": rng_state(self.d)}
         state = {**client_state, "step": step}
         copied = engine.snapshot(tmp, state)
         job = _Write(self.files, self.d, step, why, tmp, final, {**payload, **(copied or {})}, t0, copied is not None)
@@ -182,5 +182,5 @@ def load(engine: Engine, path: Path, d: Dist) -> dict[str, Any]:
     client = engine.load(path)
     rng = path / f"rng-rank-{d.rank}.pt"
     if rng.is_file():
-        _set_rng_state(torch.load(rng, weights_only=False), d)
+        set_rng_state(torch.load(rng, weights_only=False), d)
     return client

@@ -9,6 +9,10 @@ Both: zero_grad(); micro_step(inputs, last) -> detached loss of the micro-batch;
 step() -> gradient norm (a tensor: no host sync); save(dir, client_state); load(dir) -> client_state;
 snapshot(dir, client_state) -> {file name under dir: state copied to CPU} for a write in the background, or None
 where the engine must write synchronously (a DeepSpeed config that says why: dscheckpoint.blocking).
+
+TorchEngine also names its replica's live tensors and small state (replica_tensors, replica_meta), and makes and
+loads them in a fresh engine (replica_prepare, replica_load_meta), for recovery from a data-parallel peer
+(peer.py); DeepSpeed's ZeRO partitions have no such replicas here yet: it recovers from its checkpoints.
 """
 
 from __future__ import annotations
@@ -173,6 +177,54 @@ class TorchEngine:
 
     def held_states(self) -> dict[str, int]:
         return held_states(self.module, self.optimizer, self.grad_bytes or 0)
+
+    # --- the replica's state for recovery from a peer (hpclaunch/runtime/train/peer.py): live tensors, no copies
+    def _params(self) -> list[torch.Tensor]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    def replica_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Every tensor of the training state, named, in an order every replica shares: the model's state dict
+        (a tensor tied to one named before, as GPT-2's head to its embedding, once), the optimizer's state per
+        parameter, the fp16 loss scaler's scale and growth tracker."""
+        out: list[tuple[str, torch.Tensor]] = []
+        seen: set[tuple[int, int, tuple[int, ...]]] = set()
+        for key, t in self.module.state_dict().items():
+            ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+            if ident not in seen:
+                seen.add(ident)
+                out.append((f"model/{key}", t))
+        for i, p in enumerate(self._params()):
+            for key, v in sorted(self.optimizer.state.get(p, {}).items()):
+                if isinstance(v, torch.Tensor):
+                    out.append((f"optim/{i}/{key}", v))
+        for key in ("_scale", "_growth_tracker"):  # GradScaler's state as tensors (its state_dict syncs the host)
+            if self.scaler is not None and isinstance(t := getattr(self.scaler, key, None), torch.Tensor):
+                out.append((f"scaler/{key}", t))
+        return out
+
+    def replica_meta(self) -> dict[str, Any]:
+        """The small rest of the state (host values, read every snapshot): the scheduler, the optimizer's groups."""
+        return {"scheduler": self.scheduler.state_dict(),
+                "groups": [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]}
+
+    def replica_prepare(self, shapes: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> None:
+        """Make the state a fresh engine has not made yet (the optimizer's, made at its first step; the loss
+        scaler's) with the shapes a peer's snapshot has, for its tensors to be copied into."""
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for name, dtype, shape in shapes:
+            kind, _, rest = name.partition("/")
+            if kind == "optim":
+                i, key = rest.split("/", 1)
+                state.setdefault(int(i), {})[key] = torch.zeros(shape, dtype=dtype)
+            elif kind == "scaler" and self.scaler is not None:
+                setattr(self.scaler, rest, torch.zeros(shape, dtype=dtype, device=self.d.device))
+        groups = self.optimizer.state_dict()["param_groups"]  # index lists for the parameters
+        self.optimizer.load_state_dict({"state": state, "param_groups": groups})
+
+    def replica_load_meta(self, meta: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(meta["scheduler"])
+        for group, saved in zip(self.optimizer.param_groups, meta["groups"], strict=True):
+            group.update(saved)
 
 
 def _leaf_classes(model: torch.nn.Module, names: tuple[str, ...]) -> list[type]:

@@ -6,6 +6,8 @@ the device and are synchronised only at log steps (no per-step host sync). SIGUS
 warning before a time limit or preemption) make every rank save a checkpoint at the next log step
 and exit 0; the requeued job resumes from it. So does the job's end coming nearer than one more window and a
 checkpoint (hpclaunch/runtime/train/deadline.py): the ranks save on their own, before the signal.
+After each optimizer step the node keeps a snapshot of the replica's state in memory (peer.py): a relaunch inside
+the allocation goes on from a surviving data-parallel peer's, where it is newer than the newest checkpoint.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 
 from hpclaunch.runtime.node import progress
 from hpclaunch.runtime.node.inject import Injector
-from hpclaunch.runtime.train import checkpoint, deadline, peaks, startup
+from hpclaunch.runtime.train import checkpoint, deadline, peaks, peer, startup
 from hpclaunch.runtime.train.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
@@ -108,6 +110,7 @@ def train(
         prog, accum, stop_at = run.prog, run.accum, run.stop_at
         stopping = False  # the ranks' agreed decision (a signal may reach them at different steps)
         start, ckpt = run.resume()
+        snaps = run.peer
         engine.model.train()
         window = _Window(d)
         step = start
@@ -121,8 +124,12 @@ def train(
                 prog.enter("forward")
                 window.loss_sum += engine.micro_step(inputs, last=micro == accum - 1).float()
             prog.enter("optimizer")
+            if snaps is not None:
+                snaps.before_update()  # the device waits for the last snapshot's copy before the update
             grad_norm = engine.step()
             prog.enter("optimizer", step)
+            if snaps is not None:
+                snaps.take(step, {"data": batches.position})  # in node memory: a relaunch goes on from here
             window.steps += 1
             if step == start + 1:
                 run.first_step_done()
@@ -186,6 +193,8 @@ class _Run:
         self.saver = checkpoint.Saver(self.job.run_dir, self.d)
         self.why = "stop_at"  # why the ranks stop early: signal | end (the time limit near) | stop_at (tests)
         self.clock = self._end_clock()
+        # in-memory snapshots for a relaunch to take a peer's state from (None: it loads the checkpoint; peer.py)
+        self.peer = peer.Snapshots.for_run(self.job, self.d, self.engine, self.log)
 
     def _end_clock(self) -> deadline.EndClock:
         """Rank 0's clock for saving before the job's end (the others follow its decision)."""
@@ -195,13 +204,24 @@ class _Run:
         return deadline.EndClock(deadline.end_time() if self.d.is_main else None, write, time.time())
 
     def resume(self) -> tuple[int, Path | None]:
-        """(the step to go on from, the checkpoint it comes from): a requeued job goes on where it stopped."""
-        ckpt = checkpoint.latest(self.job.run_dir)
-        if ckpt is None:
+        """(the step to go on from, the checkpoint it comes from): a relaunched or requeued job goes on where it
+        stopped, from a data-parallel peer's snapshot in node memory where one is newer than the checkpoint."""
+        files = RunFiles(self.job.run_dir)
+        newest = files.latest_checkpoint()
+        if self.peer is not None:
+            client = self.peer.restore(newest[0] if newest else 0, self.job.train.seed)
+            if client is not None:
+                self.batches.restore(client["data"])
+                return client["step"], None  # not on disk: the run's end saves it whatever its step
+        if newest is None:
             return 0, None
+        step, ckpt = newest
         client = checkpoint.load(self.engine, ckpt, self.d)
         start = client["step"]
         self.batches.restore(client["data"])
+        if self.d.is_main:
+            peer.record_resume(files, int(os.environ.get(ENV_RESTART, "0") or 0),
+                               {"step": start, "source": "checkpoint", "path": str(ckpt)})
         self.log(f"resumed from {ckpt} at step {start}")
         return start, ckpt
 
@@ -288,5 +308,7 @@ class _Run:
         """Wait for the pending checkpoint write, then tell the hang watchdog this rank is done, now: an exit is not
         a hang."""
         self.saver.wait()
+        if self.peer is not None:
+            self.peer.close()  # the run ended or stopped with a checkpoint: the node memory is given back
         self.prog.enter("done", step)
         self.prog.flush()
