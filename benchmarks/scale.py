@@ -257,6 +257,8 @@ def count(prefix: Path, job: str, first: float, steady: tuple[float, float]) -> 
     start = {"read_bytes": 0, "mapped_bytes": 0, "metadata_calls": 0}
     files: set[str] = set()
     ops: dict[str, int] = defaultdict(int)
+    by_call: dict[str, int] = defaultdict(int)  # steady calls by call and file
+    by_top: dict[str, int] = defaultdict(int)  # bytes at start by folder
     for pid in mine:
         for line in per_pid.get(pid, []):
             m = LINE.match(line)
@@ -269,18 +271,35 @@ def count(prefix: Path, job: str, first: float, steady: tuple[float, float]) -> 
             if t < first:
                 if name in READS and ret.isdigit():
                     start["read_bytes"] += int(ret)
+                    by_top[_top(path)] += int(ret)
                     files.add(path)
                 elif name == "mmap" and not ret.startswith("-"):
                     start["mapped_bytes"] += int(args.split(", ")[1])
+                    by_top[_top(path)] += int(args.split(", ")[1])
                     files.add(path)
                 elif name not in WRITES:
                     start["metadata_calls"] += 1
             elif steady[0] <= t < steady[1]:
                 ops["write" if name in WRITES else "read" if name in READS else "metadata"] += 1
+                by_call[f"{name} {_shape(path)}"] += 1
     window = steady[1] - steady[0]
     return {"shared_read_bytes": start["read_bytes"] + start["mapped_bytes"], "shared_read": {**start,
-            "files": len(files)}, "shared_ops_per_s": round(sum(ops.values()) / window, 2),
-            "shared_ops": {"window_s": window, **ops}, "traced_processes": len(mine)}
+            "files": len(files), "bytes_by_folder": dict(sorted(by_top.items(), key=lambda kv: -kv[1])[:8])},
+            "shared_ops_per_s": round(sum(ops.values()) / window, 2),
+            "shared_ops": {"window_s": window, **ops,
+                           "by_call": dict(sorted(by_call.items(), key=lambda kv: -kv[1])[:15])},
+            "traced_processes": len(mine)}
+
+
+def _shape(path: str) -> str:
+    """A steady call's path with the run directory, job ids and numbers taken out (one row per kind of file)."""
+    path = re.sub(r"^.*/runs/[^/]+/", "RUN_DIR/", path)
+    return re.sub(r"\d+", "N", path)
+
+
+def _top(path: str) -> str:
+    """The folder a start-up read counts under: the first four parts of its path (/root/.pyenv/versions/3.11.7)."""
+    return "/".join(path.split("/")[:5])
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -9,7 +9,8 @@ the launcher: torchrun's agent, the agent-less launch, msrun), and it writes one
          "ranks": {"<R>": {"rank", "step", "phase", "t", "host", "pid", "win", "sf"}, ...},
          "signalled" (told to stop), "ended" and "code" (at the end)}
 
-written whole and renamed into place when its ranks' records changed, at most every PUBLISH_INTERVAL s, and at
+written whole and renamed into place (open, write, rename: three calls on the shared filesystem; its folder made
+once) when its ranks' records changed, at most every PUBLISH_INTERVAL s, and at
 once when the node starts, when it is told to stop and when its launch ends.
 
 The ranks leave their own records (hpclaunch/runtime/node/progress.py) in node-local memory: a folder under
@@ -95,6 +96,28 @@ def _sweep(base: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+_MADE: set[Path] = set()  # folders of the run directory this process made or found already
+
+
+def _made(folder: Path) -> None:
+    """`folder` exists: made once per process (a mkdir and a stat on the shared filesystem), not at every write."""
+    if folder not in _MADE:
+        folder.mkdir(parents=True, exist_ok=True)
+        _MADE.add(folder)
+
+
+def write_replace(path: Path, data: bytes) -> None:
+    """`path` holds `data`, replaced whole: three calls on the shared filesystem (open, write, rename; Python's
+    open() would add a stat of the file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 class NodeWriter:
     """A node's record in the run directory and the node-local folder its ranks report into."""
 
@@ -142,10 +165,8 @@ class NodeWriter:
                 "ranks": {str(r): rec for r, rec in sorted(ranks.items())}}
         self._published, self._next_publish = ranks, now + self.publish_interval
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, self.path)
+            _made(self.path.parent)
+            write_replace(self.path, json.dumps(data).encode())
             self.writes += 1
         except OSError:
             pass  # a record that cannot be written leaves status and blame with less evidence, never stops the job
@@ -167,9 +188,12 @@ class NodeWriter:
                     continue
                 rank = int(_METRICS.match(name).group(1))  # type: ignore[union-attr]  # listed by the pattern
                 target = self.run.metrics_file(rank)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with open(target, "ab") as out:
-                    out.write(new)
+                _made(target.parent)
+                fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, new)
+                finally:
+                    os.close(fd)
                 self._copied[name] = done + len(new)
             except OSError:
                 continue

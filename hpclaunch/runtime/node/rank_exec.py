@@ -12,16 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from hpclaunch.runtime.node import envcarry, nodestage
 from hpclaunch.state import runfiles, timeline
 
+# a rank's output lines reach its log and the job's output at most this many seconds late (`hpclaunch logs -f` lags
+# by as much), batched into one write each (docs/scale.md); a batch of this many bytes is written at once
+FLUSH_S = 5.0
+ENV_FLUSH_S = "HPCLAUNCH_LOG_FLUSH_S"  # another number of seconds, set where the job is submitted (0: at once)
+FLUSH_BYTES = 1 << 16
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 
 
@@ -52,23 +59,67 @@ def main(argv: list[str]) -> int:
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, env=env)
 
+    told_r, told_w = os.pipe()  # a signal passed on: the lines held are written now, and the next ones at once
+
     def forward(signum: int, _frame: object) -> None:
         if child.poll() is None:
             child.send_signal(signum)
+        os.write(told_w, b"!")
 
     for sig in _FORWARDED:
         signal.signal(sig, forward)
-    out = sys.stdout.buffer
     assert child.stdout is not None
     with open(path, "ab", buffering=0) as log:
-        for line in iter(child.stdout.readline, b""):
-            log.write(line)
-            out.write(line if line.startswith(prefix) else prefix + line)  # torch prefixes a rank's traceback itself
-            out.flush()
+        _copy_lines(child.stdout.fileno(), log, prefix, told_r, _flush_s())
     code = child.wait()
     if code:
         _record_exit(rank, restart, code)
     return 128 - code if code < 0 else code
+
+
+def _copy_lines(fd: int, log: BinaryIO, prefix: bytes, told: int, flush_s: float = FLUSH_S) -> None:
+    """Copy the child's output from `fd` until it ends to its rank log and, prefixed, to this process's stdout (the
+    job's output), both on the shared filesystem: the lines of up to `flush_s` seconds (and at most FLUSH_BYTES) in
+    one write each, so a node's log lines cost the shared filesystem a write every few seconds, not one per line.
+    Everything the child wrote is written when it ends, however it ends (its last lines before a crash are what
+    diagnosis reads); a partial last line as it is. Once `told` is readable (a signal was passed on: the job is
+    stopping, and a kill may follow) the lines held are written at once, and every line from then on."""
+    out = sys.stdout.buffer
+    held: list[bytes] = []
+    partial, due = b"", float("inf")  # due: when the oldest line held must be written
+
+    def flush() -> None:
+        log.write(b"".join(held))
+        out.write(b"".join(x if x.startswith(prefix) else prefix + x for x in held))  # torch prefixes a traceback
+        out.flush()
+        held.clear()
+
+    while True:
+        ready = select.select([fd, told], [], [], None if not held else max(0.0, due - time.monotonic()))[0]
+        if told in ready:
+            os.read(told, 64)
+            flush_s = due = 0.0
+        if fd in ready:
+            chunk = os.read(fd, FLUSH_BYTES)
+            if not chunk:
+                break
+            *lines, partial = (partial + chunk).split(b"\n")
+            if lines and not held:
+                due = time.monotonic() + flush_s
+            held += [x + b"\n" for x in lines]
+        if held and (time.monotonic() >= due or sum(map(len, held)) >= FLUSH_BYTES):
+            flush()
+    held += [partial] if partial else []
+    if held:
+        flush()
+
+
+def _flush_s() -> float:
+    """HPCLAUNCH_LOG_FLUSH_S where set to a number of seconds (0: every line at once), else FLUSH_S."""
+    try:
+        return max(0.0, float(os.environ.get(ENV_FLUSH_S) or FLUSH_S))
+    except ValueError:
+        return FLUSH_S
 
 
 def _note_environment(path: Path) -> None:
