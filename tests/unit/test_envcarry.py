@@ -4,10 +4,12 @@ prefix tree (a venv, its base interpreter, a checkout) copied as a node's unpack
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,20 @@ def test_a_venv_of_the_os_python_carries_no_interpreter_and_runs_from_its_copy(t
     ran = subprocess.run([str(dest / "bin" / "python"), "-c", "import sys, hpclaunch; print(sys.base_prefix); "
                           "print(hpclaunch.__file__)"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert ran.stdout.split() == ["/usr", str(dest / CARRY / "src" / "hpclaunch" / "__init__.py")], ran.stderr
+
+
+def test_a_new_image_removes_the_older_unused_images_of_its_environment(tmp_path):
+    """An edited hpclaunch gives a new image of the whole environment: the store keeps the 2 newest others and those
+    used within the hour, and images of other environments."""
+    cache = tmp_path / "envs"
+    cache.mkdir()
+    now = time.time()
+    for key, prefix, used in (("old1", "/env/a", now - 7200), ("old2", "/env/a", now - 5400),
+                              ("old3", "/env/a", now - 4000), ("old4", "/env/a", now - 3900),
+                              ("recent", "/env/a", now - 60), ("other", "/env/b", now - 9999)):
+        (cache / f"{key}.sqfs").write_bytes(b"image")
+        (cache / f"{key}.json").write_text(json.dumps({"key": key, "prefix": prefix}))
+        os.utime(cache / f"{key}.json", (used, used))
+    assert sorted(envstage.prune(cache, {"key": "new", "prefix": "/env/a"})) == ["old1", "old2", "old3"]
+    assert sorted(p.name for p in cache.iterdir()) == [
+        "old4.json", "old4.sqfs", "other.json", "other.sqfs", "recent.json", "recent.sqfs"]

@@ -70,6 +70,7 @@ _TEXT_LIMIT = 1 << 20
 HEADER = 4096  # the image's shell header; the SquashFS file system starts here
 _RECORD_LINE = "# hpclaunch-record: "
 _STAGED = ("warm", "copied", "recopied")
+PRUNE_KEEP, PRUNE_IDLE_S = 2, 3600.0  # a new image keeps 2 older ones of its environment, and those used within 1 h
 RECEIVE = ".bcast"  # SCRATCH/.bcast: the folder a broadcast writes each node's copy of the image into
 
 
@@ -109,6 +110,8 @@ def pack(prefix: Path, cache: Path, carried: list[envcarry.Part] | None = None) 
     if record_path.is_file():
         record = json.loads(record_path.read_text())
         if _image_size(cache / f"{key}.sqfs") == record["bytes"] and record.get("offset") == HEADER:
+            with contextlib.suppress(OSError):
+                os.utime(record_path)  # its last use: what prune goes by
             return dict(record, result="warm")
         record_path.unlink()  # its image is gone, of another size (cut short, overwritten) or not self-unpacking
     cache.mkdir(parents=True, exist_ok=True)
@@ -131,7 +134,30 @@ def pack(prefix: Path, cache: Path, carried: list[envcarry.Part] | None = None) 
     tmp_record = cache / f".{key}.json.tmp-{os.getpid()}"
     tmp_record.write_text(json.dumps(record))
     os.replace(tmp_record, record_path)
-    return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3))
+    return dict(record, result="packed", seconds=round(time.monotonic() - t0, 3), pruned=prune(cache, record))
+
+
+def prune(cache: Path, record: dict, keep: int = PRUNE_KEEP, idle_s: float = PRUNE_IDLE_S) -> list[str]:
+    """Remove the older images of `record`'s environment from the store: all but the `keep` newest others, those
+    unused (packed or found warm) for `idle_s`; the keys removed. An edited hpclaunch or an installed package gives a
+    new image of the whole environment (hundreds of MB): without this, the store would keep one per edit."""
+    others = []
+    for path in cache.glob("*.json"):
+        try:
+            other = json.loads(path.read_text())
+            used = path.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        if other.get("prefix") == record["prefix"] and other.get("key") != record["key"]:
+            others.append((used, path))
+    removed = []
+    for used, path in sorted(others, reverse=True)[keep:]:
+        if used < time.time() - idle_s:
+            with contextlib.suppress(OSError):  # another user's, or gone: packing goes on
+                (cache / f"{path.stem}.sqfs").unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
+                removed.append(path.stem)
+    return removed
 
 
 def _append(image: Path, prefix: Path, carried: list[envcarry.Part]) -> None:
@@ -304,8 +330,10 @@ def main(argv: list[str] | None = None) -> int:
             prefix = env_prefix()
             record = pack(prefix, args.cache, envcarry.current(prefix))
             also = "".join(f", {c['name']} {c['source']}" for c in record.get("carried", []))
+            pruned = f"; its older images removed from the store: {', '.join(record['pruned'])}" \
+                if record.get("pruned") else ""
             print(f"hpclaunch: python environment {record['prefix']}{also}: {record['result']} as {record['key']} "
-                  f"({record['bytes'] / 2**20:.0f} MiB, {time.monotonic() - t0:.1f} s)", file=sys.stderr)
+                  f"({record['bytes'] / 2**20:.0f} MiB, {time.monotonic() - t0:.1f} s){pruned}", file=sys.stderr)
             print(record["key"])
             return 0
         line = _node(args)
