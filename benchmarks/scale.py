@@ -287,7 +287,7 @@ def count(prefix: Path, job: str, first: float, steady: tuple[float, float]) -> 
             "files": len(files), "bytes_by_folder": dict(sorted(by_top.items(), key=lambda kv: -kv[1])[:8])},
             "shared_ops_per_s": round(sum(ops.values()) / window, 2),
             "shared_ops": {"window_s": window, **ops,
-                           "by_call": dict(sorted(by_call.items(), key=lambda kv: -kv[1])[:15])},
+                           "by_call": dict(sorted(by_call.items(), key=lambda kv: -kv[1])[:40])},
             "traced_processes": len(mine)}
 
 

@@ -200,9 +200,19 @@ def progress_record(path: Path) -> dict[str, object] | None:
 
 
 def read_node_record(path: Path) -> dict[str, object] | None:
-    """A node record's JSON (written whole and renamed into place), or None when it is missing or not an object."""
+    """A node record's JSON (written whole and renamed into place), or None when it is missing or not an object.
+    Read in two calls on the shared filesystem, open and read (node 0's supervisor reads every node's record once
+    per publishing interval; Python's read_text adds two stats and a read)."""
     try:
-        record = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = chunk = os.read(fd, 1 << 20)
+            while len(chunk) == 1 << 20:  # a short read is the end of a regular file
+                chunk = os.read(fd, 1 << 20)
+                data += chunk
+        finally:
+            os.close(fd)
+        record = json.loads(data)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
@@ -334,10 +344,11 @@ class RunFiles:
         """Every rank's last published record of one restart: rank -> {step, phase, t, host, win, sf, ...}, from
         the node records (and from rank files, in a run directory written before them). One file per node."""
         out: dict[int, dict[str, object]] = {}
-        for path in self._progress_names(restart, _PROGRESS):
+        listing = [p for p, r in self._progress_listing(_PROGRESS, _NODE_RECORD) if r == restart]  # one listing
+        for path in sorted(p for p in listing if _PROGRESS.match(p.name)):
             if (record := progress_record(path)) is not None and isinstance(rank := record["rank"], int):
                 out[rank] = record
-        for path in self.node_records(restart):
+        for path in sorted(p for p in listing if _NODE_RECORD.match(p.name)):
             if (record := read_node_record(path)) is not None:
                 out.update(node_ranks(record))
         return out
@@ -352,10 +363,12 @@ class RunFiles:
 
     def _progress_listing(self, *patterns: re.Pattern[str]) -> list[tuple[Path, int]]:
         """(path, restart) of the files in progress/ whose names match one of `patterns` (restart: group 2)."""
-        if not self.progress.is_dir():
+        try:
+            names = os.listdir(self.progress)
+        except OSError:  # no progress/ yet
             return []
-        return [(p, int(m.group(2))) for p in self.progress.iterdir()
-                for m in [next(filter(None, (pat.match(p.name) for pat in patterns)), None)] if m]
+        return [(self.progress / name, int(m.group(2))) for name in names
+                for m in [next(filter(None, (pat.match(name) for pat in patterns)), None)] if m]
 
     def _progress_names(self, restart: int, pattern: re.Pattern[str]) -> list[Path]:
         return sorted(p for p, r in self._progress_listing(pattern) if r == restart)

@@ -22,9 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace i
 def _traced(tmp_path: Path, argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Run `argv` under strace -f; (the process, the traced calls as strace writes them, one per line)."""
     trace = tmp_path / "trace"
-    proc = subprocess.run(["strace", "-f", "-qq", "-y", "-e", "trace=%file,write", "-o", str(trace), *argv],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
-                                                                            **env})
+    strace = ["strace", "-f", "-qq", "-y", "-e", "trace=%file,write,read,getdents64", "-o", str(trace)]
+    proc = subprocess.run([*strace, *argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env})
     return proc, trace.read_text().splitlines()
 
 
@@ -44,6 +44,24 @@ def test_a_node_record_is_published_in_three_calls_and_its_folder_made_once(tmp_
     (record,) = (run / "progress").glob("node-0.restart-0.json")
     assert _on(calls, record) == ["openat", "write", "rename"] * 4  # at start, then three more
     assert len(_on(calls, record.parent)) - len(_on(calls, record)) <= 3  # the folder: mkdir and its stat, once
+
+
+def test_reading_every_node_record_costs_one_listing_and_two_calls_a_node(tmp_path):
+    """Node 0's supervisor reads the job's node records once per publishing interval (slow nodes, hangs)."""
+    run = tmp_path / "run"
+    code = ("import time\nfrom hpclaunch.runtime.node.noderecord import NodeWriter\nfrom hpclaunch.state.runfiles "
+            f"import RunFiles\nrun = RunFiles({str(run)!r})\n"
+            "for node in '0123':\n    NodeWriter(run, node, 0, 'job1')\n"
+            "print('READ', flush=True)\nassert len(run.node_records(0)) == 4\nrun.progress_records(0)\n")
+    proc, calls = _traced(tmp_path, [sys.executable, "-c", code], {})
+    assert proc.returncode == 0, proc.stderr
+    after = calls[next(i for i, line in enumerate(calls) if "READ" in line) + 1:]
+    progress = run / "progress"
+    on_records = [c for c in _on(after, progress) if c != "getdents64"]
+    listing = [c for c in _on(after, progress) if c == "getdents64"]
+    # node_records: one listing; progress_records: one listing, and an open and a read per record
+    assert sorted(on_records) == sorted(["openat", "newfstatat"] * 2 + ["openat", "read"] * 4), on_records
+    assert len(listing) == 4  # two listings of two getdents each (the second says the end)
 
 
 def _rank(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess, list[str], Path]:
