@@ -328,7 +328,7 @@ def plot(results: list[Path], png: Path) -> None:
               ("shared_ops_per_s", "shared FS ops/s, steady", 1), ("status_s", "hpclaunch status (s)", 1)]
     for path in results:
         data = json.loads(path.read_text())
-        rows = [r for r in data["rows"] if all(k in r for k, _, _ in panels)]
+        rows = [r for r in data["rows"] if all(k in r for k, _, _ in panels) and "not_rerun" not in r]  # kept rows
         for ax, (key, title, unit) in zip(axes, panels, strict=True):
             ax.plot([r["nodes"] for r in rows], [r[key] / unit for r in rows], marker="o",
                     label=data.get("label") or path.stem)
