@@ -262,7 +262,7 @@ def relocate(root: Path, old: str, new: str, carried: list[dict] | None = None) 
                                                                 else {}):
                 done["text"].append(rel)
             elif ".so" in name or Path(rel).parent.name == "bin":
-                for o, _n in moves:
+                for o in (o for o, _n in moves if roots[o] in p.parents):  # the copies this file is in
                     fixed, kept = elfpaths.relocate_rpaths(p, o, roots[o])
                     done["rpath"] += [rel] if fixed else []
                     done["rpath_kept"] += kept
