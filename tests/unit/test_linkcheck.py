@@ -70,3 +70,24 @@ def test_a_node_that_never_came_fails_alone_and_its_partners_name_it():
     alone = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": "3", "HPCLAUNCH_ALLOCATION": ",".join(hosts[:2] + [
         hosts[2], hosts[3]])}, mib=1, timeout=1.0, min_gbps=0.0, nodes=4)
     assert alone["ok"] is False and "no answer from node(s) 2, 1" in alone["detail"], alone  # nobody came for it
+
+
+def test_nodes_that_share_one_address_each_listen_on_their_own_port():
+    """The second dev cluster's nodes (Slurm 26.05) share the host's network: 4 nodes all named 127.0.0.1 (no port
+    given) once collided on the health check's port ('Address already in use' on all but one node). Each now
+    listens on the port + its index, and every link is measured."""
+    env = {"HPCLAUNCH_ALLOCATION": ",".join(["127.0.0.1"] * 4), "HPCLAUNCH_ACCELERATOR": "cpu",
+           "HPCLAUNCH_JOB_ID": "shared-address"}
+    found: dict[int, dict] = {}
+
+    def node(rank: int) -> None:
+        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=10.0, min_gbps=0.0,
+                                      nodes=4)
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(found[r]["ok"] and found[r]["failed_partners"] == [] for r in range(4)), found
+    assert all(len(found[r]["pairs"]) == 2 for r in range(4))

@@ -149,7 +149,8 @@ def check_free_space(places: dict[str, Path], min_gib: float) -> Check:
 
 def _rendezvous(env: dict[str, str]) -> tuple[str, str]:
     """Where the nodes meet for the all-reduce: the head node (its IPv4 address; the launch's rendezvous is not set
-    up yet) and a port of this job and restart in 20000-31999, away from the one the launch derives."""
+    up yet) and a port of this job and restart in 20000-29999, away from the one the launch derives (on CPU each node
+    listens on it + its index, tcplinks.NODE_PORTS)."""
     # this job's head node (the job script sets it); MASTER_* may be a previous job's (a --retries resubmission
     # is queued with the environment of the job it replaces)
     head = env.get("HPCLAUNCH_HEAD_NODE") or "127.0.0.1"
@@ -158,7 +159,7 @@ def _rendezvous(env: dict[str, str]) -> tuple[str, str]:
     except OSError:
         pass
     key = f"{env.get('HPCLAUNCH_JOB_ID', '')}.{env.get(ENV_RESTART, '0')}.health".encode()
-    return head, str(20000 + zlib.crc32(key) % 12000)
+    return head, str(20000 + zlib.crc32(key) % 10000)
 
 
 def check_allreduce(env: dict[str, str], mib: int, timeout: float, min_gbps: float, nodes: int = 0) -> Check:

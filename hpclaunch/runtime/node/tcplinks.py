@@ -4,9 +4,9 @@ The pairing is linkcheck's (hpclaunch/runtime/train/linkcheck.py, which a job on
 collective library): in round k node i meets node i XOR 2^k, the lower one sending a buffer and reading it back.
 gloo's transport is TCP between the nodes' addresses, so on CPU the same links are measured here with the standard
 library, without importing torch (~1-4 s of CPU per node before step 0). Each node listens on the health check's
-port on its own address; its partners are found by name in the allocation's node list (HPCLAUNCH_ALLOCATION, the
-health step's node order). A partner that cannot be reached within the timeout is recorded and the rounds go on.
-Standard library only.
+port + its index (nodes that share an address, as on a dev cluster, never collide); its partners are found by name
+in the allocation's node list (HPCLAUNCH_ALLOCATION, the health step's node order). A partner that cannot be reached
+within the timeout is recorded and the rounds go on. Standard library only.
 """
 
 from __future__ import annotations
@@ -63,10 +63,16 @@ def _connect(host: str, port: int, deadline: float) -> socket.socket:
             time.sleep(0.05)
 
 
-def _address(entry: str, port: int) -> tuple[str, int]:
-    """`host` or `host:port` (several nodes on one host, as the tests run them)."""
+#: Node K listens on the health check's port + K % NODE_PORTS: nodes that share an address (a dev cluster whose
+#: nodes share the host's network, one machine running several) never bind the same port; NODE_PORTS keeps the
+#: highest below Linux's ephemeral range (32768) with the base port under 30000 (health.py).
+NODE_PORTS = 2048
+
+
+def _address(entry: str, port: int, node: int) -> tuple[str, int]:
+    """Node `node`'s address: `host` (listening on `port` + its offset) or `host:port` (given)."""
     host, _, own = entry.partition(":")
-    return host, int(own) if own else port
+    return host, int(own) if own else port + node % NODE_PORTS
 
 
 def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeout: float) -> dict[str, Any]:
@@ -77,7 +83,7 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
     # the higher node of each pair listens; it accepts its lower partners, one connection per round
     lower = {p for _, p in mine if p < node}
     accepted: dict[int, socket.socket] = {}
-    server = socket.create_server(("", _address(hosts[node], port)[1]), backlog=max(8, len(lower)))
+    server = socket.create_server(("", _address(hosts[node], port, node)[1]), backlog=max(8, len(lower)))
     server.settimeout(timeout * (len(mine) + 1))
 
     def accept() -> None:  # the server listens already: a partner may connect before this thread runs
@@ -102,7 +108,7 @@ def measure(node: int, hosts: list[str], port: int, size: int, iters: int, timeo
         deadline = start + late
         try:
             if first:
-                sock = _connect(*_address(hosts[partner], port), deadline)
+                sock = _connect(*_address(hosts[partner], port, partner), deadline)
                 sock.settimeout(timeout)
                 sock.sendall(node.to_bytes(4, "big"))
             else:
