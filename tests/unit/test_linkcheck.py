@@ -44,23 +44,29 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
+def _check_nodes(env: dict, ranks: range, timeout: float) -> dict[int, dict]:
+    """Each of `ranks` runs its health check's links at once, a thread each, as the nodes of one job do."""
+    found: dict[int, dict] = {}
+
+    def node(rank: int) -> None:
+        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=timeout, min_gbps=0.0,
+                                      nodes=4)
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in ranks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return found
+
+
 def test_a_node_that_never_came_fails_alone_and_its_partners_name_it():
     """4 nodes over TCP (each node its own port on this host, as the dev cluster's nodes have their own address),
     node 3 never starts: nodes 1 and 2 (its partners in rounds 1 and 0) each lose one of two links and pass,
     naming node 3; node 0 never meets it. The verdict then fails node 3 alone (no result from it)."""
     hosts = [f"127.0.0.1:{port}" for port in _free_ports(4)]
     env = {"HPCLAUNCH_ALLOCATION": ",".join(hosts), "HPCLAUNCH_ACCELERATOR": "cpu", "HPCLAUNCH_JOB_ID": "links"}
-    found: dict[int, dict] = {}
-
-    def node(rank: int) -> None:
-        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=5.0, min_gbps=0.0,
-                                      nodes=4)
-
-    threads = [threading.Thread(target=node, args=(rank,)) for rank in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    found = _check_nodes(env, range(3), timeout=5.0)
     assert all(found[r]["ok"] for r in range(3)), found
     assert found[0]["backend"] == "tcp" and found[0]["failed_partners"] == [] and len(found[0]["pairs"]) == 2
     for rank in (1, 2):
@@ -78,16 +84,6 @@ def test_nodes_that_share_one_address_each_listen_on_their_own_port():
     listens on the port + its index, and every link is measured."""
     env = {"HPCLAUNCH_ALLOCATION": ",".join(["127.0.0.1"] * 4), "HPCLAUNCH_ACCELERATOR": "cpu",
            "HPCLAUNCH_JOB_ID": "shared-address"}
-    found: dict[int, dict] = {}
-
-    def node(rank: int) -> None:
-        found[rank] = check_allreduce({**env, "HPCLAUNCH_NODE_RANK": str(rank)}, mib=1, timeout=10.0, min_gbps=0.0,
-                                      nodes=4)
-
-    threads = [threading.Thread(target=node, args=(rank,)) for rank in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    found = _check_nodes(env, range(4), timeout=10.0)
     assert all(found[r]["ok"] and found[r]["failed_partners"] == [] for r in range(4)), found
     assert all(len(found[r]["pairs"]) == 2 for r in range(4))
