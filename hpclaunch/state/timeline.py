@@ -10,6 +10,8 @@
                      --retries resubmission
     started          the job script                              its first line runs
     env_ready        the job script                              modules loaded, python environment active
+    env_packed       the job script                              the python environment packed (python.stage
+                                                                 node-local: its key known before the health check)
     health_checked   the job script                              every node's health check is done (health.enabled;
                                                                  the span also holds the few shell lines before it)
     env_staged       the job script                              every node holds its node-local copy of the python
@@ -42,19 +44,20 @@ from typing import Any
 
 from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
 
-PHASES = ("submitted", "started", "env_ready", "health_checked", "env_staged", "env_fallback", "launched",
-          "container_started", "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready",
-          "first_step", "finished")
+PHASES = ("submitted", "started", "env_ready", "env_packed", "health_checked", "env_staged", "env_fallback",
+          "launched", "container_started", "ranks_started", "imports_done", "rendezvous_done", "model_loaded",
+          "data_ready", "first_step", "finished")
 # The span that ends at each phase (it starts at the phase before it that was stamped); `status` writes
 # each name with spaces.
-SPANS = {"started": "queued", "env_ready": "env", "health_checked": "health", "env_staged": "env_staging",
-         "env_fallback": "env_staging_failed",
+SPANS = {"started": "queued", "env_ready": "env", "env_packed": "env_pack", "health_checked": "health",
+         "env_staged": "env_staging", "env_fallback": "env_staging_failed",
          "launched": "job_script", "container_started": "container", "ranks_started": "launcher",
          "imports_done": "imports", "rendezvous_done": "rendezvous", "model_loaded": "model_load",
          "data_ready": "data", "first_step": "first_step", "finished": "training"}
 # The spans that make up the start-up (from the job script's start to the end of the first step).
-STARTUP = ("env_ready", "health_checked", "env_staged", "env_fallback", "launched", "container_started",
-           "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready", "first_step")
+STARTUP = ("env_ready", "env_packed", "health_checked", "env_staged", "env_fallback", "launched",
+           "container_started", "ranks_started", "imports_done", "rendezvous_done", "model_loaded", "data_ready",
+           "first_step")
 
 _MARKED: set[str] = set()
 

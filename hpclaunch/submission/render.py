@@ -220,14 +220,53 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
     there); the scheduler's part adds --expect-devices where it asks for devices."""
     h = spec.health
     module = [spec.python_env.executable, "-m", "hpclaunch.runtime.node.health"]
-    check: list[containers.Word] = [*module, "check", "--min-free-gib", f"{h.min_free_gib:g}",
-                         "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}", "--allreduce-mib", str(h.allreduce_mib),
-                         "--timeout", f"{h.timeout:g}", "--nodes", str(spec.nodes + spec.spare_nodes)]
-    check += [] if h.allreduce else ["--no-allreduce"]
-    check += ["--scratch", shell_path(h.scratch)] if h.scratch else []
+    args: list[containers.Word] = ["check", "--min-free-gib", f"{h.min_free_gib:g}",
+                                   "--min-allreduce-gbps", f"{h.min_allreduce_gbps:g}", "--allreduce-mib",
+                                   str(h.allreduce_mib), "--timeout", f"{h.timeout:g}",
+                                   "--nodes", str(spec.nodes + spec.spare_nodes)]
+    args += [] if h.allreduce else ["--no-allreduce"]
+    args += ["--scratch", shell_path(h.scratch)] if h.scratch else []
     spares = ["--spares", str(spec.spare_nodes)] if spec.spare_nodes else []
-    return {"health_command": join(containers.wrap(spec, run_dir, check)),
-            "health_verdict": join(containers.wrap(spec, run_dir, [*module, "verdict", *spares]))}
+    verdict = join(containers.wrap(spec, run_dir, [*module, "verdict", *spares]))
+    if not spec.staging.python:  # python.stage shared, or a container (never staged): the shared python, as ever
+        return {"health_command": join(containers.wrap(spec, run_dir, [*module, *args])), "health_verdict": verdict}
+    # the link check on devices imports torch with the check's python (health.check_allreduce): not the OS's
+    os_python = not h.allreduce or spec.profile.accelerator == "cpu"
+    pick = node_python(spec.python_env.executable, copy=True, os_python=os_python)
+    return {"health_command": pick + join([_PICKED, "-m", "hpclaunch.runtime.node.health", *args]),
+            "health_verdict": verdict}
+
+
+# A node's python for what runs there before the node surely holds its copy of the environment (the health check,
+# unpacking a broadcast copy), so that it reads nothing from the shared filesystem where it can (issue 38: the
+# shared interpreter's start, ~15 MB and ~1,400 metadata calls a node): the node's intact copy of this job's
+# environment (the job script packs it, and knows its key, before the health check); else the OS's python, at
+# least the oldest hpclaunch supports, importing hpclaunch's standard-library-only node modules from the folder
+# that holds the job's hpclaunch (HPCLAUNCH_PKG_PATH, which the pack prints); else the shared python, as before.
+OS_PYTHON = "/usr/bin/python3"
+MIN_PYTHON = (3, 10)  # pyproject.toml's requires-python
+_PICKED = ShellExpr("${hpclaunch_py}")
+_COPY_PYTHON = ('hpclaunch_host=$(hostname); hpclaunch_copy_py="$HPCLAUNCH_NODE_SCRATCH/${hpclaunch_host%%.*}/envs/'
+                '${HPCLAUNCH_ENV_KEY:-}/bin/python"; ')
+
+
+def node_python(shared: str, *, copy: bool, os_python: bool) -> str:
+    """Shell lines that set ``hpclaunch_py`` on a node (see above; `copy`: the node's copy may be tried, a copy
+    whose python cannot import hpclaunch's node modules is not used; `os_python`: the OS's python may be) and, for
+    a python other than the shared one, keep the working directory (the shared submit folder) off sys.path."""
+    text = f"hpclaunch_py={quote(shared)}; " + (_COPY_PYTHON if copy else "")
+    branches = []
+    if copy:
+        branches.append('[ -n "${HPCLAUNCH_ENV_KEY:-}" ] && PYTHONSAFEPATH=1 "$hpclaunch_copy_py" -c '
+                        "'import hpclaunch.runtime.node.health' 2>/dev/null; then hpclaunch_py=$hpclaunch_copy_py; "
+                        "export PYTHONSAFEPATH=1; ")
+    if os_python:
+        version = f"import sys; sys.exit(sys.version_info < {MIN_PYTHON})"
+        branches.append(f'[ -n "${{HPCLAUNCH_PKG_PATH:-}}" ] && {OS_PYTHON} -I -c {quote(version)} 2>/dev/null; then '
+                        f'hpclaunch_py={OS_PYTHON}; '
+                        'export PYTHONPATH="$HPCLAUNCH_PKG_PATH${PYTHONPATH:+:$PYTHONPATH}" '
+                        "PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1; ")
+    return text + ("if " + "elif ".join(branches) + "fi; " if branches else "")
 
 
 def _notify(spec: JobSpec, run_dir: Path) -> dict[str, str | None]:
@@ -272,14 +311,19 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
     key, node_scratch = ShellExpr("${HPCLAUNCH_ENV_KEY}"), ShellExpr("${HPCLAUNCH_NODE_SCRATCH}")
     return {"node_scratch": shell_path(scratch) if scratch else ShellExpr(NODE_SCRATCH_DEFAULT),
             "node_scratch_keep_days": f"{spec.profile.node_scratch_keep_days:g}",
-            "stage_pack": join([*module, "pack", "--cache", cache, *fallback]),
+            # the key, then the folder that holds the job's hpclaunch (node_python)
+            "stage_pack": join([*module, "pack", "--cache", cache, "--print-path", *fallback]),
             "stage_node": join([*module, "node", "--cache", cache, "--key", key, "--scratch", node_scratch,
                                 *fallback]),
             # a broadcast (templates/schedulers/slurm/stage.sh.j2): which nodes lack the copy; the store's folder of
             # images; unpacking the node's own copy of the image; the nodes still without it
             "stage_check": join([*module, "node", "--check", "--key", key, "--scratch", node_scratch]),
             "stage_envs": cache,
-            "stage_received": join([*module, "node", "--scratch", node_scratch]),
+            # unpacking the node's copy of the image (hpclaunch_copy, exported by the job script): without the
+            # shared python where the OS's will do (node_python)
+            "stage_received": node_python(spec.python_env.executable, copy=False, os_python=True) + join(
+                [_PICKED, "-m", "hpclaunch.runtime.node.envstage", "node", "--scratch", node_scratch, "--image",
+                 ShellExpr("${hpclaunch_copy}"), "--node-id-env", "SLURMD_NODENAME"]),
             "stage_pending": join([*module, "pending"])}
 
 

@@ -14,8 +14,8 @@ from hpclaunch.ui.html import Html, join, tag
 
 # the timeline's phases in order and the span that ends at each (hpclaunch/state/timeline.py's PHASES, SPANS: the
 # records this face is given name them, and it draws what it finds)
-START_UP = ("env", "health", "env_staging", "env_staging_failed", "job_script", "container", "launcher", "imports",
-            "rendezvous", "model_load", "data")
+START_UP = ("env", "env_pack", "health", "env_staging", "env_staging_failed", "job_script", "container", "launcher",
+            "imports", "rendezvous", "model_load", "data")
 WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 960, 150, 28, 8, 26
 
 

@@ -45,6 +45,19 @@ def _stage_lines(run_dir: Path) -> dict[str, str]:
     return {r["node"]: r["result"] for r in records}
 
 
+def _unpacked_by(run_dir: Path) -> dict[str, str]:
+    """node -> the python that unpacked its broadcast copy of the environment, from the job's output."""
+    out = "".join(p.read_text() for p in (run_dir / runfiles.LOGS).glob("job.*.out"))
+    records = [json.loads(line) for line in out.splitlines() if line.startswith('{"node"')]
+    return {r["node"]: r["python"] for r in records if r.get("via") == "broadcast"}
+
+
+def _health_python(run_dir: Path) -> dict[str, Path]:
+    """node -> the python that ran its health check (issue 38: not the shared one), from its health record."""
+    records = [json.loads(p.read_text()) for p in (run_dir / "health").glob("node-*.restart-0.json")]
+    return {r["host"].split(".")[0]: Path(r["python"]) for r in records}
+
+
 def _rank_note(run_dir: Path, rank: int, what: str) -> str:
     log = RunFiles(run_dir).logs / runfiles.rank_log_name(rank, 0)
     (line,) = [x for x in log.read_text().splitlines() if x.startswith(f"hpclaunch: {what}: ")]
@@ -70,7 +83,12 @@ def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profil
     assert _stage_lines(cold) == {"node1": "copied", "node2": "copied"}
     (entry,) = timeline.load(RunFiles(cold))
     phases = [p for p in timeline.PHASES if p in entry["phases"]]
+    assert phases.index("env_packed") + 1 == phases.index("health_checked")  # the key known before the check
     assert phases.index("env_staged") == phases.index("health_checked") + 1 < phases.index("launched")
+    # a cold node reads nothing of the shared python before its copy: the OS's runs its check and its unpack
+    os_python = Path("/usr/bin/python3")
+    assert _health_python(cold) == {"node1": os_python, "node2": os_python}
+    assert _unpacked_by(cold) == {"node1": str(os_python), "node2": str(os_python)}
     for rank, node in ((0, "node1"), (1, "node2")):
         env = Path(_rank_python(cold, rank))
         assert env.parent == scratch / node / "envs", env  # each rank ran from its own node's copy
@@ -82,6 +100,9 @@ def test_node_local_env_and_assets_train_the_same_warm_and_recopied(home, profil
 
     warm = _run(home, path, "--set", "python.stage=node-local")
     assert _stage_lines(warm) == {"node1": "warm", "node2": "warm"}
+    # a warm node checks its health with its copy's python
+    key = Path(_rank_python(cold, 0)).name
+    assert _health_python(warm) == {n: scratch / n / "envs" / key / "bin" / "python" for n in ("node1", "node2")}
     assert losses(warm) == losses(shared)
 
     env2 = Path(_rank_python(cold, 1))

@@ -307,9 +307,11 @@ def test_the_dry_run_shows_the_staging_step_per_job_and_per_profile(hpclaunch, h
     out = staged.output
     assert 'export HPCLAUNCH_NODE_SCRATCH="${TMPDIR:-/tmp}/hpclaunch-${USER:-user}"' in out
     assert "export HPCLAUNCH_NODE_SCRATCH_KEEP_DAYS=3\n" in out
-    pack = ('HPCLAUNCH_ENV_KEY=$(python -m hpclaunch.runtime.node.envstage pack '
-            '--cache "${HOME}/.hpclaunch/assets/envs")')
+    pack = ('hpclaunch_packed=$(python -m hpclaunch.runtime.node.envstage pack '
+            '--cache "${HOME}/.hpclaunch/assets/envs" --print-path)')
     assert pack in out
+    # the key (and the folder of hpclaunch) before the health check, which runs with the node's copy where it can
+    assert out.index(pack) < out.index("hpclaunch_stamp env_packed") < out.index("runtime.node.health check")
     assert "--ntasks=2 --ntasks-per-node=1" in out.split("hpclaunch.runtime.node.envstage node")[0].rsplit("srun", 1)[1]
     assert out.index("hpclaunch_stamp health_checked") < out.index("hpclaunch_stamp env_staged") \
         < out.index("hpclaunch_stamp launched")
@@ -333,7 +335,7 @@ def test_the_fallback_to_the_shared_environment_per_profile_and_per_job(hpclaunc
     node_local = ("submit", "allreduce", "--nodes", "2", "--dry-run", "--set", "python.stage=node-local")
     per_job = hpclaunch(*node_local, "--profile", "dev-slurm", "--set", "python.stage_fallback=shared")
     assert per_job.exit_code == 0, per_job.output
-    assert "envstage pack --cache \"${HOME}/.hpclaunch/assets/envs\" --fallback)" in per_job.output
+    assert "envstage pack --cache \"${HOME}/.hpclaunch/assets/envs\" --print-path --fallback)" in per_job.output
     assert "python.stage_fallback shared: every node runs the ranks from the shared python environment" \
         in per_job.output
     assert "hpclaunch_stamp env_fallback" in per_job.output and 'if [ -n "${HPCLAUNCH_ENV_KEY:-}" ]' in per_job.output

@@ -82,9 +82,9 @@ def test_gpt2_tiny_has_every_phase_in_order_and_tensorboard_has_its_losses(hpcla
                              "--set", "health.enabled=true")  # off by default on local; here: every phase
     status = _status(hpclaunch, job)
     (entry,) = status["timeline"]
-    # every phase but env_staged and env_fallback (python.stage node-local: tests/integration/test_nodelocal_slurm.py)
-    # and container_started (no container here)
-    absent = ("env_staged", "env_fallback", "container_started")
+    # every phase but env_packed, env_staged and env_fallback (python.stage node-local:
+    # tests/integration/test_nodelocal_slurm.py) and container_started (no container here)
+    absent = ("env_packed", "env_staged", "env_fallback", "container_started")
     assert _in_order(entry) == [p for p in timeline.PHASES if p not in absent]
     assert status["health"]["ok"] and [n["host"] for n in status["health"]["nodes"]] == [socket.gethostname()]
     assert list(entry["durations"]) == [s for p, s in timeline.SPANS.items() if p not in absent]

@@ -2,7 +2,9 @@
 
     python -m hpclaunch.runtime.node.envstage pack --cache STORE/envs        (once, in the job script)
         packs the environment of the python that runs it (sys.prefix: a venv or a conda env) into
-        CACHE/<key>.sqfs (squashfs-tools' mksquashfs) + CACHE/<key>.json, once per key; prints the key
+        CACHE/<key>.sqfs (squashfs-tools' mksquashfs) + CACHE/<key>.json, once per key; prints the key, and with
+        --print-path a second line: the folder that holds this hpclaunch (the job script's PYTHONPATH for the OS's
+        python on a node that does not hold its copy yet: the node modules are standard library only)
     python -m hpclaunch.runtime.node.envstage node --cache STORE/envs --key KEY --scratch SCRATCH
         (one task per node) unpacks the image to SCRATCH/<host>/envs/KEY (unsquashfs) through nodestage.stage:
         a node that holds KEY intact skips it; prints one JSON line (node, result, seconds)
@@ -301,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("pack", help="pack this python's environment into CACHE once per key; print the key")
     a.add_argument("--cache", type=Path, required=True)
+    a.add_argument("--print-path", action="store_true", help="a second line: the folder that holds hpclaunch")
     b = sub.add_parser("node", help="unpack KEY to ROOT/envs/KEY on this node unless it is there intact")
     b.add_argument("--cache", type=Path, help="the store's envs/ folder (not with --image)")
     b.add_argument("--key", help="the environment's key (not with --image: the image's record says it)")
@@ -335,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hpclaunch: python environment {record['prefix']}{also}: {record['result']} as {record['key']} "
                   f"({record['bytes'] / 2**20:.0f} MiB, {time.monotonic() - t0:.1f} s){pruned}", file=sys.stderr)
             print(record["key"])
+            if args.print_path:
+                print(envcarry.PACKAGE.parent)
             return 0
         line = _node(args)
     except (StageError, OSError, ValueError) as e:
@@ -342,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.node_id_env:
         line["id"] = os.environ.get(args.node_id_env, "")
+    if received:  # which python unpacked the broadcast copy (the job script's: the OS's where it will do)
+        line["python"] = sys.executable
     print(json.dumps(dict(line, seconds=round(time.monotonic() - t0, 3))), flush=True)
     return 0
 

@@ -219,7 +219,9 @@ def run_checks(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     node = int(env.get("HPCLAUNCH_NODE_RANK", "0") or 0)
     if _sick(env, node):
         checks.append(_check("injected", False, f"HPCLAUNCH_INJECT=sick:{node}:0 (a rehearsal: this node fails)"))
-    return {"node": node, "host": socket.gethostname(),
+    # which python ran the check (the job script picks the node's copy of the environment, else the OS's python,
+    # else the shared one: hpclaunch/submission/render.py node_python)
+    return {"node": node, "host": socket.gethostname(), "python": sys.executable,
             "ok": all(c["ok"] is not False for c in checks), "checks": checks,
             "started": round(t0, 3), "seconds": round(time.time() - t0, 3)}
 
