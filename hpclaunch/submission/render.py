@@ -233,7 +233,7 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
     # the link check on devices imports torch with the check's python (health.check_allreduce): not the OS's
     os_python = not h.allreduce or spec.profile.accelerator == "cpu"
     pick = node_python(spec.python_env.executable, copy=True, os_python=os_python)
-    return {"health_command": pick + join([_PICKED, "-m", "hpclaunch.runtime.node.health", *args]),
+    return {"health_command": pick + RUN + join(["hpclaunch.runtime.node.health", *args]),
             "health_verdict": verdict}
 
 
@@ -245,27 +245,30 @@ def _health_commands(spec: JobSpec, run_dir: Path) -> dict[str, str]:
 # that holds the job's hpclaunch (HPCLAUNCH_PKG_PATH, which the pack prints); else the shared python, as before.
 OS_PYTHON = "/usr/bin/python3"
 MIN_PYTHON = (3, 10)  # pyproject.toml's requires-python
-_PICKED = ShellExpr("${hpclaunch_py}")
+RUN = '"${hpclaunch_run[@]}" '  # then the module and its arguments: node_python's python runs the module
 _COPY_PYTHON = ('hpclaunch_host=$(hostname); hpclaunch_copy_py="$HPCLAUNCH_NODE_SCRATCH/${hpclaunch_host%%.*}/envs/'
                 '${HPCLAUNCH_ENV_KEY:-}/bin/python"; ')
+# the OS's python, isolated (-I: no PYTHON* variables, user site or working directory; -B: no bytecode written to the
+# shared folder), with the folder of hpclaunch put last on sys.path: first (PYTHONPATH), every standard-library
+# import would look there before the standard library (a stat on the shared filesystem per import)
+_OS_RUN = ("import runpy, sys; sys.path.append(sys.argv.pop(1)); sys.argv.pop(0); "
+           "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
 
 
 def node_python(shared: str, *, copy: bool, os_python: bool) -> str:
-    """Shell lines that set ``hpclaunch_py`` on a node (see above; `copy`: the node's copy may be tried, a copy
-    whose python cannot import hpclaunch's node modules is not used; `os_python`: the OS's python may be) and, for
-    a python other than the shared one, keep the working directory (the shared submit folder) off sys.path."""
-    text = f"hpclaunch_py={quote(shared)}; " + (_COPY_PYTHON if copy else "")
+    """Shell lines that set the array ``hpclaunch_run`` on a node: the python that runs a module (``RUN`` MODULE
+    ARGS; see above): the node's copy's where `copy` and it imports hpclaunch's node modules (the working
+    directory, the shared submit folder, kept off sys.path), else the OS's where `os_python`, else `shared`."""
+    text = f"hpclaunch_run=({quote(shared)} -m); " + (_COPY_PYTHON if copy else "")
     branches = []
     if copy:
         branches.append('[ -n "${HPCLAUNCH_ENV_KEY:-}" ] && PYTHONSAFEPATH=1 "$hpclaunch_copy_py" -c '
-                        "'import hpclaunch.runtime.node.health' 2>/dev/null; then hpclaunch_py=$hpclaunch_copy_py; "
-                        "export PYTHONSAFEPATH=1; ")
+                        "'import hpclaunch.runtime.node.health' 2>/dev/null; then "
+                        'hpclaunch_run=("$hpclaunch_copy_py" -m); export PYTHONSAFEPATH=1; ')
     if os_python:
         version = f"import sys; sys.exit(sys.version_info < {MIN_PYTHON})"
         branches.append(f'[ -n "${{HPCLAUNCH_PKG_PATH:-}}" ] && {OS_PYTHON} -I -c {quote(version)} 2>/dev/null; then '
-                        f'hpclaunch_py={OS_PYTHON}; '
-                        'export PYTHONPATH="$HPCLAUNCH_PKG_PATH${PYTHONPATH:+:$PYTHONPATH}" '
-                        "PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1; ")
+                        f'hpclaunch_run=({OS_PYTHON} -I -B -c {quote(_OS_RUN)} "$HPCLAUNCH_PKG_PATH"); ')
     return text + ("if " + "elif ".join(branches) + "fi; " if branches else "")
 
 
@@ -321,8 +324,8 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
             "stage_envs": cache,
             # unpacking the node's copy of the image (hpclaunch_copy, exported by the job script): without the
             # shared python where the OS's will do (node_python)
-            "stage_received": node_python(spec.python_env.executable, copy=False, os_python=True) + join(
-                [_PICKED, "-m", "hpclaunch.runtime.node.envstage", "node", "--scratch", node_scratch, "--image",
+            "stage_received": node_python(spec.python_env.executable, copy=False, os_python=True) + RUN + join(
+                ["hpclaunch.runtime.node.envstage", "node", "--scratch", node_scratch, "--image",
                  ShellExpr("${hpclaunch_copy}"), "--node-id-env", "SLURMD_NODENAME"]),
             "stage_pending": join([*module, "pending"])}
 

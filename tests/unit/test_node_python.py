@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.submission.render import MIN_PYTHON, OS_PYTHON, node_python
+from hpclaunch.submission.render import MIN_PYTHON, OS_PYTHON, RUN, node_python
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,14 +31,16 @@ def _os_python_fits() -> bool:
 OS_FITS = _os_python_fits()
 
 
-def _pick(tmp_path: Path, *, copy: bool = True, os_python: bool = True, **env: str) -> tuple[str, dict[str, str]]:
-    """Run the picker in bash on this machine as a node would: the python it chose and the environment it left."""
-    script = node_python("shared-python", copy=copy, os_python=os_python) + 'printf "%s\\n" "$hpclaunch_py"; env -0'
+def _pick(tmp_path: Path, *, copy: bool = True, os_python: bool = True, **env: str) -> tuple[list[str], dict[str, str]]:
+    """Run the picker in bash on this machine as a node would: the command it chose (python and its options) and the
+    environment it left."""
+    script = node_python("shared-python", copy=copy, os_python=os_python) + (
+        'printf "%s\\0" "${hpclaunch_run[@]}"; printf "\\n"; env -0')
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HPCLAUNCH_", "PYTHON"))}
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
                           env={**base, "HPCLAUNCH_NODE_SCRATCH": str(tmp_path / "scratch"), **env})
     chosen, _, rest = proc.stdout.partition("\n")
-    return chosen, dict(item.split("=", 1) for item in rest.split("\0") if "=" in item)
+    return chosen.split("\0")[:-1], dict(item.split("=", 1) for item in rest.split("\0") if "=" in item)
 
 
 def _copy(tmp_path: Path, key: str, python: str) -> Path:
@@ -56,7 +58,7 @@ def test_a_node_that_holds_a_working_copy_runs_its_python(tmp_path):
     venv_python.chmod(0o755)
     copy = _copy(tmp_path, "k1", str(venv_python))
     chosen, env = _pick(tmp_path, HPCLAUNCH_ENV_KEY="k1", HPCLAUNCH_PKG_PATH=str(REPO))
-    assert chosen == str(copy) and env.get("PYTHONSAFEPATH") == "1" and "PYTHONPATH" not in env
+    assert chosen == [str(copy), "-m"] and env.get("PYTHONSAFEPATH") == "1"
 
 
 @pytest.mark.skipif(not OS_FITS, reason=f"{OS_PYTHON} is missing or older than {MIN_PYTHON}")
@@ -66,15 +68,16 @@ def test_a_node_without_a_working_copy_runs_the_os_python_with_hpclaunch_on_its_
     broken.chmod(0o755)
     _copy(tmp_path, "k1", str(broken))  # a copy whose python fails is not used
     for env in ({"HPCLAUNCH_ENV_KEY": "k1"}, {"HPCLAUNCH_ENV_KEY": "other-key"}, {}):
-        chosen, left = _pick(tmp_path, HPCLAUNCH_PKG_PATH=str(REPO), **env)
-        assert chosen == OS_PYTHON
-        assert left["PYTHONPATH"] == str(REPO) and left["PYTHONNOUSERSITE"] == "1"
+        chosen, _ = _pick(tmp_path, HPCLAUNCH_PKG_PATH=str(REPO), **env)
+        # isolated, writing no bytecode, hpclaunch's folder last on sys.path (after the standard library)
+        assert chosen[:3] == [OS_PYTHON, "-I", "-B"] and chosen[-1] == str(REPO)
 
 
 def test_without_the_folder_of_hpclaunch_or_the_os_python_it_is_the_shared_python(tmp_path):
-    assert _pick(tmp_path, HPCLAUNCH_ENV_KEY="k1")[0] == "shared-python"  # the pack said nothing (it failed)
+    assert _pick(tmp_path, HPCLAUNCH_ENV_KEY="k1")[0] == ["shared-python", "-m"]  # the pack said nothing (failed)
     # the link check on devices imports torch with the check's python: the OS's is not offered
-    assert _pick(tmp_path, os_python=False, HPCLAUNCH_ENV_KEY="k1", HPCLAUNCH_PKG_PATH=str(REPO))[0] == "shared-python"
+    assert _pick(tmp_path, os_python=False, HPCLAUNCH_ENV_KEY="k1", HPCLAUNCH_PKG_PATH=str(REPO))[0] == [
+        "shared-python", "-m"]
 
 
 @pytest.mark.skipif(not OS_FITS, reason=f"{OS_PYTHON} is missing or older than {MIN_PYTHON}")
@@ -83,12 +86,13 @@ def test_the_os_python_runs_the_health_check_and_imports_only_the_standard_libra
     standard library: the OS's python, with no site-packages of ours, runs them."""
     env = {"PATH": os.environ["PATH"], "HPCLAUNCH_RUN_DIR": str(tmp_path), "HPCLAUNCH_NNODES": "1",
            "HPCLAUNCH_RESTART": "0", "HPCLAUNCH_NODE_RANK": "0"}
-    script = node_python("shared-python", copy=False, os_python=True) + (
-        '"$hpclaunch_py" -m hpclaunch.runtime.node.health check --no-allreduce --nodes 1 --scratch "$1"')
+    script = node_python("shared-python", copy=False, os_python=True) + RUN + (
+        'hpclaunch.runtime.node.health check --no-allreduce --nodes 1 --scratch "$1"')
     proc = subprocess.run(["bash", "-c", script, "check", str(tmp_path)], capture_output=True, text=True,
                           env={**env, "HPCLAUNCH_PKG_PATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "health" / "node-0.restart-0.json").read_text())["ok"] is True
+    record = json.loads((tmp_path / "health" / "node-0.restart-0.json").read_text())
+    assert record["ok"] is True and record["python"] == OS_PYTHON
     outside = subprocess.run(
         [OS_PYTHON, "-S", "-c", "import sys; import hpclaunch.runtime.node.health, hpclaunch.runtime.node.envstage; "
          "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "

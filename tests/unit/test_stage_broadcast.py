@@ -130,7 +130,7 @@ def test_auto_stages_a_job_of_several_nodes_by_broadcast_with_the_shared_fallbac
     assert pack in out  # auto never ends a job
     # the key is known before the health check, which runs with the node's copy or the OS's python where it can
     assert out.index(pack) < out.index("hpclaunch.runtime.node.health check") < out.index("sbcast")
-    assert '"$hpclaunch_copy_py" -c' in out and 'hpclaunch_py=/usr/bin/python3' in out
+    assert '"$hpclaunch_copy_py" -c' in out and 'hpclaunch_run=(/usr/bin/python3 -I -B' in out
     assert 'sbcast --force "${HOME}/.hpclaunch/assets/envs"/"$HPCLAUNCH_ENV_KEY".sqfs' in out
     assert "envstage node --check" in out and '--image "${hpclaunch_copy}"' in out
     assert "export HPCLAUNCH_NODE_ASSETS=fallback; " in out
