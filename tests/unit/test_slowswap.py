@@ -37,9 +37,10 @@ def _job(slow_in: set[int], *, windows: range = range(1, 4)) -> dict[int, dict[s
 
 def test_the_writer_keeps_whole_windows_of_the_same_steps_on_every_rank(monkeypatch: pytest.MonkeyPatch):
     """Steps 1 s apart on a hand-moved clock: step 1 only starts the count; windows of 2 steps are indexed by
-    (step - 1) // 2, an unfinished one is not kept, and only the last 2 whole windows are."""
+    (step - 1) // 2, an unfinished one is not kept, and only the last 2 + SLACK_WINDOWS whole windows are."""
     now = [100.0]
     monkeypatch.setattr(progress.time, "time", lambda: now[0])
+    monkeypatch.setattr(progress, "SLACK_WINDOWS", 0)
     p = progress.Progress(None, 0, window=2, windows=2)
     for step in range(1, 9):
         p.enter("data", step - 1)
@@ -50,6 +51,23 @@ def test_the_writer_keeps_whole_windows_of_the_same_steps_on_every_rank(monkeypa
     assert [w[0] for w in p.whole] == [2, 3]  # steps 5-6 and 7-8; 1-2 lost its first step, 3-4 is older
     assert p.whole[-1] == [3, 2.0, 1.5]  # 2 s, 0.75 s a step waiting in forward
     assert progress.Progress(None, 0, windows=0).whole.maxlen == 0
+    monkeypatch.undo()
+    assert progress.Progress(None, 0, windows=5).whole.maxlen == 5 + progress.SLACK_WINDOWS
+
+
+def test_the_judge_keeps_what_it_read_before_from_records_published_apart(tmp_path: Path):
+    """The soak's case (benchmarks/soak.py, 2026-11-29): node 0 read its own rank's windows fresh and the slow node's
+    record published seconds apart, so one read held windows 1395-1399 of one rank and 1396-1400 of the other: never
+    5 windows every rank had finished, and the slow node went unswapped for 500 steps. The judge now keeps the
+    windows of earlier reads."""
+    watch = slowswap.SlowWatch(RunFiles(tmp_path), 0, windows=3, width=10, factor=1.2, budget=(1, 1, 1))
+    job = _job({1, 2, 3, 4}, windows=range(1, 5))
+    behind = {r: {**rec, "hw": [w for w in rec["hw"] if w[0] <= 2]} if r == 0 else rec for r, rec in job.items()}
+    ahead = {r: {**rec, "hw": [w for w in rec["hw"] if w[0] >= 3]} if r == 0 else rec for r, rec in job.items()}
+    assert slowswap.judge(behind, windows=3, width=10, factor=1.2) is None  # on one read: 2 windows in common
+    assert watch.check(behind, 1.0) is None
+    found = watch.check(ahead, 2.0)  # rank 0's windows 3-4 now, 1-2 remembered
+    assert found is not None and found["host"] == "nodeB" and found["action"] == "swap"
 
 
 def test_a_node_slow_in_every_one_of_the_last_windows_is_found_with_its_ratio():

@@ -18,9 +18,11 @@ summed over the rank's last HPCLAUNCH_STRAGGLER_WINDOW finished steps (the profi
 wall time from one finished optimizer step to the next, and the part of it spent in WAITING_PHASES, where a
 rank waits for its peers; and ``sf``, the profile's stragglers.factor (HPCLAUNCH_STRAGGLER_FACTOR), so that
 `status` judges them without reading the job's YAML. For the slow-node judge (hpclaunch/runtime/node/slowswap.py)
-it holds ``hw``: the rank's last HPCLAUNCH_STRAGGLER_WINDOWS (stragglers.windows) whole windows, each [its index
-(step - 1) // window, seconds, waiting seconds]: windows of the same steps on every rank, so that one read of the
-node records shows whether a node stayed slow for that many windows in a row. Standard library only.
+it holds ``hw``: the rank's last HPCLAUNCH_STRAGGLER_WINDOWS (stragglers.windows) + SLACK_WINDOWS whole windows,
+each [its index (step - 1) // window, seconds, waiting seconds]: windows of the same steps on every rank. The node
+records the judge reads were published at different moments (up to a publishing interval apart, many windows of
+fast steps), so each holds more windows than the judge needs and the judge keeps what it read before. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ WINDOWS_ENV = "HPCLAUNCH_STRAGGLER_WINDOWS"
 DEFAULT_WINDOW = 10
 DEFAULT_WINDOWS = 5
 WINDOW_BYTES = 32  # the record's room for each window of ``hw``
+SLACK_WINDOWS = 16  # windows kept beyond stragglers.windows: the other node records may be this many behind
 _HOST = socket.gethostname()
 PHASES = ("init", "data", "forward", "optimizer", "collective", "eval", "checkpoint", "done")
 # Phases in which a rank waits for its peers when one of them stops.
@@ -58,9 +61,10 @@ class Progress:
         self.step, self.phase, self.changed = 0, "init", time.time()
         self.steps: deque[tuple[float, float]] = deque(maxlen=max(window, 1))  # (seconds, waiting) per step
         self.width = max(window, 1)
-        self.whole: deque[list[float]] = deque(maxlen=max(windows, 0))  # [index, seconds, waiting] per whole window
+        kept = windows + SLACK_WINDOWS if windows > 0 else 0
+        self.whole: deque[list[float]] = deque(maxlen=kept)  # [index, seconds, waiting] per whole window
         self._open: list[float] = [-1, 0, 0, 0]  # the window being filled: index, steps, seconds, waiting
-        self.size = RECORD_BYTES + WINDOW_BYTES * max(windows, 0)
+        self.size = RECORD_BYTES + WINDOW_BYTES * kept
         self._waited, self._step_end = 0.0, 0.0
         self._written: tuple[int, str, float] | None = None
         self._lock = threading.Lock()

@@ -2,10 +2,11 @@
 
 Node 0's supervisor judges, from the node records it reads anyway (at most once per publishing interval, one file
 per node: no other shared-filesystem read). Each rank's progress record (hpclaunch/runtime/node/progress.py)
-holds its last ``stragglers.windows`` whole windows of ``stragglers.window`` steps (``hw``), the same steps on
-every rank. In each window the ranks are compared as status compares stragglers (hpclaunch/state/stragglers.py:
-own step time over ``stragglers.factor`` x the median); a node with a slow rank in each of the last
-``stragglers.windows`` consecutive windows, on one read, is slow. Then, once per launch:
+holds its last whole windows of ``stragglers.window`` steps (``hw``), the same steps on every rank; the judge keeps
+the windows of every read (the records were published at different moments, so one read may show rank A's newest
+windows and rank B's older ones). In each window the ranks are compared as status compares stragglers
+(hpclaunch/state/stragglers.py: own step time over ``stragglers.factor`` x the median); a node with a slow rank in
+each of the last ``stragglers.windows`` consecutive windows every rank finished is slow. Then, once per launch:
 
 - with a spare node of the allocation free, a swap left (``stragglers.max_swaps``) and a relaunch left
   (``restarts.max``): the finding goes to ``RUN_DIR/logs/slow.restart-<N>.json`` with ``"action": "swap"``, and
@@ -132,6 +133,21 @@ class SlowWatch:
         self.run, self.restart = run, restart
         self.windows, self.width, self.factor, self.budget = windows, width, factor, budget
         self.decided: dict[str, Any] | None = None
+        self.seen: dict[int, dict[int, list[float]]] = {}  # rank -> window index -> [index, seconds, waiting]
+
+    def _remember(self, records: Mapping[int, Record]) -> dict[int, Record]:
+        """The records with every window read so far (the newest 4 x windows + 16 of each rank)."""
+        keep = 4 * self.windows + 16
+        merged: dict[int, Record] = {}
+        for rank, rec in records.items():
+            mine = self.seen.setdefault(rank, {})
+            for w in rec.get("hw") or ():
+                if isinstance(w, list) and w and isinstance(w[0], (int, float)):
+                    mine[int(w[0])] = w
+            for old in sorted(mine)[:-keep]:
+                del mine[old]
+            merged[rank] = {**rec, "hw": [mine[i] for i in sorted(mine)]}
+        return merged
 
     @classmethod
     def from_env(cls, run: RunFiles, restart: int, node: str, env: Mapping[str, str] | None = None
@@ -149,7 +165,7 @@ class SlowWatch:
         ``action`` says whether to swap it (the caller signals its ranks) or only report it."""
         if self.decided is not None:
             return None
-        found = judge(records, windows=self.windows, width=self.width, factor=self.factor)
+        found = judge(self._remember(records), windows=self.windows, width=self.width, factor=self.factor)
         if found is None:
             return None
         why = why_not(*self.budget)
