@@ -39,7 +39,8 @@ def test_two_node_job_has_every_phase_in_order_and_tensorboard_events(tmp_path):
     (entry,) = status["timeline"]
     assert entry["job"] == job.group(1)
     stamped = sorted(entry["phases"], key=entry["phases"].get)
-    absent = ("env_staged", "env_fallback", "container_started")  # no node-local env nor its fallback; no container
+    # dev-slurm pins python.stage shared: no environment packed, staged or fallen back from; no container
+    absent = ("env_packed", "env_staged", "env_fallback", "container_started")
     assert stamped == [p for p in timeline.PHASES if p not in absent], stamped
     assert list(entry["durations"]) == [s for p, s in timeline.SPANS.items() if p not in absent]
     # module load is in `env`, not here: the job script's own span is the few lines before it (under 1 s on a quiet
