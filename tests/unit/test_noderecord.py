@@ -22,9 +22,9 @@ def _env(tmp_path: Path, job: str) -> dict[str, str]:
 
 
 # node 1 of 2 (ranks 2 and 3): both report 3 steps and write 3 metrics lines; rank 3 is then killed by SIGKILL in the
-# data phase of step 3, rank 2 finishes
+# data phase of step 3, once rank 2 has finished (it waits for rank 2's mark: no race on a busy machine)
 _RANK = textwrap.dedent("""
-    import os, signal, sys
+    import os, signal, sys, time
     from pathlib import Path
     from hpclaunch.runtime.node import progress
     from hpclaunch.runtime.train.metrics import MetricsWriter
@@ -40,9 +40,15 @@ _RANK = textwrap.dedent("""
     if rank == 3:
         progress.enter("data", 3)
         p.flush()
+        done = Path(sys.argv[1], "done-2")
+        for _ in range(6000):  # rank 3 dies once rank 2 has finished (on a busy machine it may start late)
+            if done.exists():
+                break
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGKILL)
     progress.enter("done", 3)
     p.flush()
+    Path(sys.argv[1], f"done-{rank}").write_text("")
 """)
 
 
