@@ -232,23 +232,28 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter,
             continue
         job_wide_at = now + writer.publish_interval
         records = {**(read_all(run, restart) if wide is None else wide), **local}
-        if not watch.hung(records, now):
-            continue
-        found = verdict(records)
-        limit = watch.limit(records)
-        found.update(node=node, restart=restart, decided_at=now, timeout=limit,
-                     stalled_for=round(watch.stalled_for(records, now), 1))
-        _write_once(run.watchdog_verdict(restart), found)
-        print(f"hpclaunch: watchdog: no rank progressed for {found['stalled_for']:.0f} s (timeout {limit:.0f} s): "
-              f"{found['summary']}; ending the job (exit {HUNG_EXIT_CODE})", file=sys.stderr, flush=True)
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(timeout=min(grace, 5.0))
-        except subprocess.TimeoutExpired:
-            pass
-        _kill_all(tag)
-        child.wait()
-        return HUNG_EXIT_CODE
+        if watch.hung(records, now):
+            return _end_hung(run, restart, node, records, watch, now, child, grace, tag)
+
+
+def _end_hung(run: RunFiles, restart: int, node: str, records: dict[int, Record], watch: Watch, now: float,
+              child: Any, grace: float, tag: str) -> int:
+    """The watchdog's verdict written and printed, then every process of this node's launch ended: HUNG_EXIT_CODE."""
+    found = verdict(records)
+    limit = watch.limit(records)
+    found.update(node=node, restart=restart, decided_at=now, timeout=limit,
+                 stalled_for=round(watch.stalled_for(records, now), 1))
+    _write_once(run.watchdog_verdict(restart), found)
+    print(f"hpclaunch: watchdog: no rank progressed for {found['stalled_for']:.0f} s (timeout {limit:.0f} s): "
+          f"{found['summary']}; ending the job (exit {HUNG_EXIT_CODE})", file=sys.stderr, flush=True)
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=min(grace, 5.0))
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_all(tag)
+    child.wait()
+    return HUNG_EXIT_CODE
 
 
 def _judge_slow(slow: SlowWatch, records: dict[int, Record], now: float, child: Any, node: str) -> None:
