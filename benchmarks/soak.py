@@ -30,11 +30,13 @@ Run it alone on the dev clusters (it holds all four nodes of the first for its l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +54,21 @@ def job_args(steps: int, *extra: str) -> list[str]:
             "--set", "watchdog.timeout=20", "--time", "01:00:00", *extra, "--json"]
 
 
+@contextlib.contextmanager
+def sid_commands() -> Iterator[None]:
+    """Slurm's commands of the second dev cluster (its wrappers) first on PATH, for the twin's submit and status."""
+    before = os.environ["PATH"]
+    os.environ["PATH"] = f"{SID_BIN}:{before}"
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = before
+
+
 def submit(home: Path, steps: int, *extra: str, inject: str = "", sid: bool = False) -> str:
     if sid:
-        os.environ["PATH"] = f"{SID_BIN}:{os.environ['PATH']}"
-        try:
+        with sid_commands():
             out = cli(home, *job_args(steps, "--profile", "dev-slurm-26", *extra), inject=inject)
-        finally:
-            os.environ["PATH"] = os.environ["PATH"].split(":", 1)[1]
     else:
         out = cli(home, *job_args(steps, "--profile", "dev-slurm", *extra), inject=inject)
     return str(json.loads(out)["job_id"])
@@ -96,9 +106,8 @@ def soak(home: Path, minutes: float, every: float) -> tuple[dict[str, Any], str]
     # calibrated as the soak runs: beside its twin on the second cluster (the same 2 cores)
     calib_jobs = submit(home / "calib", 300), submit(home / "calib-ref", 300, sid=True)
     per_step = step_seconds(follow(home / "calib", calib_jobs[0]))
-    os.environ["PATH"] = f"{SID_BIN}:{os.environ['PATH']}"
-    follow(home / "calib-ref", calib_jobs[1])
-    os.environ["PATH"] = os.environ["PATH"].split(":", 1)[1]
+    with sid_commands():
+        follow(home / "calib-ref", calib_jobs[1])
     steps = int(minutes * 60 / per_step)
     faults = schedule(steps, int(every * 60 / per_step))
     print(f"step {per_step:.3f} s: {steps} steps, faults {faults}", flush=True)
@@ -108,8 +117,8 @@ def soak(home: Path, minutes: float, every: float) -> tuple[dict[str, Any], str]
     ref_job = submit(home / "ref", steps, sid=True)
     run = follow(home / "soak", job)
     wall = time.time() - t0
-    os.environ["PATH"] = f"{SID_BIN}:{os.environ['PATH']}"
-    ref = follow(home / "ref", ref_job)
+    with sid_commands():  # (not left on PATH: `report` of the soak asks the first cluster's accounting)
+        ref = follow(home / "ref", ref_job)
     got, want = losses(Path(run["run_dir"])), losses(Path(ref["run_dir"]))
     worst = max(abs(got[s] - want[s]) for s in want) if sorted(got) == sorted(want) else float("inf")
     goodput, led = after_first_startup(home / "soak", job)
