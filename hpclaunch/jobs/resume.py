@@ -16,7 +16,6 @@ from the newest of them.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.jobs.state import retries, statuses
 from hpclaunch.schedulers import JobStatus, get_scheduler
 from hpclaunch.state import registry, timeline
-from hpclaunch.state.runfiles import RunFiles
+from hpclaunch.state.runfiles import RunFiles, append_once
 from hpclaunch.state.sweeps import is_sweep
 
 
@@ -230,10 +229,6 @@ def _chain(files: RunFiles, last: str, new_id: str, link: dict[str, Any], at: fl
     that cannot be written is left out (its record still says what it resumes)."""
     entry = _chain_entry(last, new_id, link, at)
     try:
-        fd = os.open(files.retries, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (json.dumps(entry) + "\n").encode())
-        finally:
-            os.close(fd)
+        append_once(files.retries, (json.dumps(entry) + "\n").encode())
     except OSError:
         pass

@@ -128,6 +128,16 @@ def read_json_lines(path: Path) -> list[dict]:
     return out
 
 
+def append_once(path: Path, data: bytes) -> None:
+    """Append `data` to `path` in one write (O_APPEND): lines from several processes never mix, and a shared
+    filesystem sees open, write, close (Python's open() would add a stat)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 _JOB_OUTPUT = re.compile(r"^job\.(.+)\.out$")
 _RANK_LOG = re.compile(r"^rank-(\d+)\.restart-(\d+)\.log$")
 _PROGRESS = re.compile(r"^rank-(\d+)\.restart-(\d+)\.json$")

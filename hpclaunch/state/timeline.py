@@ -42,7 +42,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, read_json_lines
+from hpclaunch.state.runfiles import ENV_RESTART, ENV_RUN_DIR, RunFiles, append_once, read_json_lines
 
 PHASES = ("submitted", "started", "env_ready", "env_packed", "health_checked", "env_staged", "env_fallback",
           "launched", "container_started", "ranks_started", "imports_done", "rendezvous_done", "model_loaded",
@@ -68,11 +68,7 @@ def line(phase: str, restart: int, job: str, t: float) -> str:
 
 def append(path: Path, phase: str, *, restart: int, job: str, t: float) -> None:
     """One line in one write (O_APPEND): stamps from the job script and several processes never mix."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line(phase, restart, job, t).encode())
-    finally:
-        os.close(fd)
+    append_once(path, line(phase, restart, job, t).encode())
 
 
 def submitted(run_dir: Path, job: str, t: float, restart: int = 0) -> None:

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpclaunch.state.runfiles import ENV_NODE_STATE, RunFiles, progress_record
+from hpclaunch.state.runfiles import ENV_NODE_STATE, RunFiles, append_once, progress_record
 
 PUBLISH_INTERVAL = 15.0  # seconds between two writes of a node record (when its ranks' records changed)
 HISTORY_INTERVAL = 600.0  # seconds between appends of the ranks' metrics lines (ranks > 0) and the usage samples
@@ -189,11 +189,7 @@ class NodeWriter:
                 rank = int(_METRICS.match(name).group(1))  # type: ignore[union-attr]  # listed by the pattern
                 target = self.run.metrics_file(rank)
                 _made(target.parent)
-                fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, new)
-                finally:
-                    os.close(fd)
+                append_once(target, new)
                 self._copied[name] = done + len(new)
             except OSError:
                 continue
