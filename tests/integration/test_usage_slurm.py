@@ -33,18 +33,23 @@ def test_report_has_the_usage_from_sacct_and_warns_about_unused_time(tmp_path):
     job = re.search(r"^submitted job (\d+) ", proc.stdout, re.MULTILINE)
     assert job, proc.stdout[:1500] + "\n...\n" + proc.stdout[-500:]
 
-    for _ in range(30):  # slurmdbd records the steps (their TotalCPU) a moment after the job ends
+    # slurmdbd records the steps (their TotalCPU) and the job's end a moment after the job ends, on a busy machine
+    # some seconds later: wait until both the report and sacct itself have the figures, read in the same round
+    deadline = time.monotonic() + 180
+    while True:
         report = _cli(home, "report", job.group(1), "--json")
         assert report.returncode == 0, report.stderr
         used = json.loads(report.stdout)["usage"]
+        sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw",
+                                f"--jobs={job.group(1)}"], capture_output=True, text=True, check=True).stdout
+        fields = sacct.split()[0].split("|") if sacct.split() else []
         # the peak memory is there at once (the ranks' high-water marks, over sacct's sampled MaxRSS): wait for
         # the accounting's own figures
-        if used.get("cpu_s"):
+        if used.get("cpu_s") and len(fields) == 2 and all(f.isdigit() for f in fields):
             break
+        assert time.monotonic() < deadline, (used, sacct)
         time.sleep(1)
-    sacct = subprocess.run(["sacct", "-n", "-X", "--parsable2", "--format=ElapsedRaw,TimelimitRaw",
-                            f"--jobs={job.group(1)}"], capture_output=True, text=True, check=True).stdout
-    elapsed, limit = map(int, sacct.split()[0].split("|"))
+    elapsed, limit = map(int, fields)
     assert used["source"] == "sacct" and used["state"] == "COMPLETED"
     assert used["elapsed_s"] == elapsed and used["time_limit_s"] == limit * 60 == 1800
     # TotalCPU over elapsed x AllocCPUS, as sacct has them (the dev cluster's nodes share two real cores and
