@@ -318,9 +318,8 @@ def _stage_commands(spec: JobSpec) -> dict[str, Any]:
             "stage_pack": join([*module, "pack", "--cache", cache, "--print-path", *fallback]),
             "stage_node": join([*module, "node", "--cache", cache, "--key", key, "--scratch", node_scratch,
                                 *fallback]),
-            # a broadcast (templates/schedulers/slurm/stage.sh.j2): which nodes lack the copy; the store's folder of
-            # images; unpacking the node's own copy of the image; the nodes still without it
-            "stage_check": join([*module, "node", "--check", "--key", key, "--scratch", node_scratch]),
+            # a broadcast (templates/schedulers/slurm/stage.sh.j2, which checks each node's copy itself): the
+            # store's folder of images; unpacking the node's own copy of the image; the nodes still without it
             "stage_envs": cache,
             # unpacking the node's copy of the image (hpclaunch_copy, exported by the job script): without the
             # shared python where the OS's will do (node_python)
