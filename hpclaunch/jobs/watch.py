@@ -43,12 +43,13 @@ class Row:
     finished: bool = False
     stragglers: str = ""  # "rank1@node2 3.1x" (a running job's, hpclaunch/state/stragglers.py)
     stalls: str = ""  # "rank1@node2 64s" (a running job's ranks without progress, stragglers.stalled)
+    slow: str = ""  # "node3 1.6x swapped" (nodes found slow for stragglers.windows windows, state/slownodes.py)
 
     def cells(self) -> tuple[str, ...]:
         eta = "" if self.eta_s is None else seconds(self.eta_s)
         elapsed = _span(self.elapsed) + (f"/{_span(self.limit)}" if self.limit else "")
         state = self.state + (f" STALLED {self.stalls}" if self.stalls else "") + \
-            (f" straggler {self.stragglers}" if self.stragglers else "")
+            (f" straggler {self.stragglers}" if self.stragglers else "") + (f" slow {self.slow}" if self.slow else "")
         return (self.job, state, elapsed, _step(self),
                 _num(self.loss), _rate(self.tokens_per_s), eta, sparkline(self.losses))
 
@@ -154,6 +155,9 @@ def row(v: JobView) -> Row:
     if not s.finished:
         out.stragglers = ", ".join(f"rank{f['rank']}@{f['host'] or '?'} {f['ratio']}x" for f in v.stragglers)
         out.stalls = ", ".join(f"rank{f['rank']}@{f['host'] or '?'} {f['stalled_s']:.0f}s" for f in v.stalls)
+    # a slow node stays in the row after the job ends: what it cost is in the job's own history (report)
+    out.slow = ", ".join(f"{f['host'] or '?'} {f['ratio'] or 0:.1f}x {'swapped' if f['swapped'] else 'reported'}"
+                         for f in v.slow_nodes)
     return out
 
 
@@ -203,5 +207,7 @@ def plain_lines(rows: Sequence[Row], now: str) -> list[str]:
             parts.append(f"stalled {r.stalls.replace(', ', ',').replace(' ', ':')}")
         if r.stragglers:
             parts.append(f"straggler {r.stragglers.replace(', ', ',').replace(' ', ':')}")
+        if r.slow:
+            parts.append(f"slow {r.slow.replace(', ', ',').replace(' ', ':')}")
         out.append(" ".join(parts))
     return out

@@ -84,6 +84,8 @@ def test_a_slow_node_is_swapped_for_the_spare_at_a_checkpoint_and_the_losses_sta
     assert [s["text"] for s in status["slow_nodes"]] == [words], status["slow_nodes"]
     assert f"slow node: {words}" in hpclaunch(env, "status", job).stdout
     assert f"slow node: {words}" in hpclaunch(env, "report", job).stdout
+    # watch's row (not a terminal here: one plain line per job) says it too
+    assert f" slow {fired['host']}:{found['ratio']:.1f}x:swapped" in hpclaunch(env, "watch", job, "--once").stdout
     steps = _steps(job)
     assert len(steps) == 1 + 2 and fired["host"] not in hostnames(steps[-1][2]), steps  # health, launch, relaunch
     assert spare in hostnames(steps[-1][2])
