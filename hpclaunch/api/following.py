@@ -14,12 +14,13 @@ from hpclaunch.logs.follow import End, Event, Restart, State
 from hpclaunch.logs.read import Line
 
 if TYPE_CHECKING:
+    from hpclaunch.api import JobStatus
     from hpclaunch.jobs.view import JobView
     from hpclaunch.jobs.watch import Row
     from hpclaunch.state.registry import JobRecord
 
 __all__ = ["COLUMNS", "MIN_WIDTH", "End", "Event", "Line", "Restart", "State", "follow", "frame", "plain_lines",
-           "progress", "row"]
+           "progress", "row", "sweep_changes"]
 
 
 def follow(job: str, *, rank: int | None = None, grep: str | None = None, start_at_end: bool = False,
@@ -40,6 +41,34 @@ def follow(job: str, *, rank: int | None = None, grep: str | None = None, start_
     if output_only:
         return follow_job(record.job_id, rank_logs=False, job_output=record.job_id)
     return follow_job(record.job_id, rank=rank, pattern=pattern(grep), start_at_end=start_at_end)
+
+
+def sweep_changes(sweep_id: str, ids: Sequence[str], scheduler_name: str, *, poll: float = 2.0,
+                  unknown_limit: int = 10) -> Iterator[tuple[str, JobStatus]]:
+    """A sweep's elements (`ids`) as their states change, one scheduler call per `poll` s for them all: each
+    element at the first call, then each change, until every element has ended (the last state yielded for each
+    is its end). JobLost when the scheduler has not known some of them for `unknown_limit` calls in a row."""
+    import time
+
+    from hpclaunch.api.tracking import states
+    from hpclaunch.logs.follow import JobLost
+
+    seen: dict[str, str] = {}
+    unknown = 0
+    while True:
+        found = states(list(ids), scheduler_name)
+        for job_id in ids:
+            if seen.get(job_id) != found[job_id].state:
+                seen[job_id] = found[job_id].state
+                yield job_id, found[job_id]
+        unknown = unknown + 1 if "UNKNOWN" in seen.values() else 0
+        if unknown >= unknown_limit:
+            raise JobLost(f"sweep {sweep_id}: the scheduler no longer knows some of its elements (UNKNOWN at "
+                          f"{unknown} checks in a row); stopped following it",
+                          hint=f"`hpclaunch status {sweep_id}` shows what is known")
+        if all(s.finished for s in found.values()):
+            return
+        time.sleep(poll)
 
 
 def progress(run_dir: Path) -> str:

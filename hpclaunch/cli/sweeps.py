@@ -3,7 +3,6 @@ following it (hpclaunch/submission/sweep.py does the work)."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import click
@@ -44,29 +43,15 @@ def print_sweep(job: Job, *, dry_run: bool, follow: bool, as_json: bool, parsabl
         follow_sweep(done.job_id, [i for i in ids if i], first.profile.scheduler)
 
 
-def follow_sweep(sweep_id: str, ids: list[str], scheduler_name: str, *, poll: float = 2.0,
-                 unknown_limit: int = 10) -> None:
+def follow_sweep(sweep_id: str, ids: list[str], scheduler_name: str) -> None:
     """Print each element's state as it changes until every element has ended; exit 1 unless all COMPLETED."""
-    from hpclaunch import api
+    from hpclaunch.api.following import sweep_changes
 
-    seen: dict[str, str] = {}
-    unknown = 0
+    found: dict[str, JobStatus] = {}
     try:
-        while True:
-            found = api.states(ids, scheduler_name)
-            for job_id in ids:
-                state = found[job_id].state
-                if seen.get(job_id) != state:
-                    seen[job_id] = state
-                    click.echo(f"{job_id} {_state(found[job_id])}")
-            unknown = unknown + 1 if "UNKNOWN" in seen.values() else 0
-            if unknown >= unknown_limit:
-                raise api.JobLost(f"sweep {sweep_id}: the scheduler no longer knows some of its elements "
-                              f"(UNKNOWN at {unknown} checks in a row); stopped following it",
-                              hint=f"`hpclaunch status {sweep_id}` shows what is known")
-            if all(s.finished for s in found.values()):
-                break
-            time.sleep(poll)
+        for job_id, state in sweep_changes(sweep_id, ids, scheduler_name):
+            found[job_id] = state
+            click.echo(f"{job_id} {_state(state)}")
     except KeyboardInterrupt:
         click.echo(f"\nhpclaunch: stopped following sweep {sweep_id}; it still runs.\n"
                    f"  its state: hpclaunch status {sweep_id}\n"
