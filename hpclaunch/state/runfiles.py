@@ -17,7 +17,10 @@ and every reader (logs, diagnose, status, report) goes through it.
     RUN_DIR/progress/node-<K>.restart-<N>.json      node K's record, written by its supervisor alone: host, start,
                                                     end, and ``ranks``: each of its ranks' last step and phase (what
                                                     status, watch, stragglers, the watchdog, blame and goodput read;
-                                                    a node without an end while others ended was lost: blame)
+                                                    a node without an end while others ended was lost: blame). In a
+                                                    multi-node launch node 0's holds the other nodes' records under
+                                                    ``nodes`` (sent to it over TCP), and node K>0 writes its own only
+                                                    when node 0 does not answer: each node's newest counts
     RUN_DIR/logs/watchdog.restart-<N>.json          the watchdog's verdict when it ended a hung job
     RUN_DIR/progress/rank-<R>.restart-<N>.exit      a rank that exited non-zero: its code and host (rank_exec)
     RUN_DIR/progress/rank-<R>.restart-<N>.json      a rank's own progress record, in run directories written
@@ -65,6 +68,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,6 +232,36 @@ def read_node_record(path: Path) -> dict[str, object] | None:
     return record if isinstance(record, dict) else None
 
 
+def newest_per_node(records: Iterable[dict[str, object]]) -> dict[str, dict[str, object]]:
+    """Each node's newest record ("at") among `records`: node 0's record of a multi-node launch holds the records
+    the other nodes sent it (``"nodes"``: node -> record; hpclaunch/runtime/node/recordlink.py), each counted as
+    that node's, and a node that could not reach node 0 wrote its own file."""
+    out: dict[str, dict[str, object]] = {}
+    for record in records:
+        held = record.get("nodes")
+        own = {k: v for k, v in record.items() if k != "nodes"}
+        for one in [own, *(held.values() if isinstance(held, dict) else ())]:
+            if not isinstance(one, dict):
+                continue
+            node = str(one.get("node", f"?{len(out)}"))
+            if node not in out or _at(one) >= _at(out[node]):
+                out[node] = one
+    return out
+
+
+def _at(record: dict[str, object]) -> float:
+    at = record.get("at")
+    return float(at) if isinstance(at, (int, float)) else 0.0
+
+
+def ranks_of(records: Iterable[dict[str, object]]) -> dict[int, dict[str, object]]:
+    """The ranks' progress records inside node records (one per node): rank -> {rank, step, phase, t, host, ...}."""
+    out: dict[int, dict[str, object]] = {}
+    for record in records:
+        out.update(node_ranks(record))
+    return out
+
+
 def node_ranks(record: dict[str, object]) -> dict[int, dict[str, object]]:
     """The ranks' progress records inside a node record: rank -> {rank, step, phase, t, host, ...}."""
     ranks = record.get("ranks")
@@ -358,10 +392,18 @@ class RunFiles:
         for path in sorted(p for p in listing if _PROGRESS.match(p.name)):
             if (record := progress_record(path)) is not None and isinstance(rank := record["rank"], int):
                 out[rank] = record
-        for path in sorted(p for p in listing if _NODE_RECORD.match(p.name)):
-            if (record := read_node_record(path)) is not None:
-                out.update(node_ranks(record))
+        out.update(ranks_of(self._node_record_data(p for p in listing if _NODE_RECORD.match(p.name))))
         return out
+
+    def node_record_data(self, restart: int) -> list[dict[str, object]]:
+        """Every node's last record of one restart ({node, host, started, at, ranks, signalled, ended, code}): those
+        node 0 holds in its file and those of nodes that wrote their own, each node's newest."""
+        return self._node_record_data(self.node_records(restart))
+
+    @staticmethod
+    def _node_record_data(paths: Iterable[Path]) -> list[dict[str, object]]:
+        found = (read_node_record(path) for path in sorted(paths))
+        return list(newest_per_node(r for r in found if r is not None).values())
 
     def progress_record(self, rank: int, restart: int) -> dict[str, object] | None:
         """One rank's last published record of one restart (None when no node record holds it)."""

@@ -64,6 +64,27 @@ def test_reading_every_node_record_costs_one_listing_and_two_calls_a_node(tmp_pa
     assert len(listing) == 4  # two listings of two getdents each (the second says the end)
 
 
+def test_in_a_multi_node_launch_only_node_0_writes_the_records_three_calls_a_publish(tmp_path):
+    """Nodes 1-3 send their records to node 0 over TCP (hpclaunch/runtime/node/recordlink.py); node 0 writes them all
+    in its one file, and its slow-node judge reads them from memory: no call on the run directory but its writes."""
+    run = tmp_path / "run"
+    code = ("import time\nfrom hpclaunch.runtime.node.noderecord import NodeWriter\nfrom hpclaunch.state.runfiles "
+            f"import RunFiles\nrun = RunFiles({str(run)!r})\n"
+            "w0 = NodeWriter(run, '0', 0, 'job1', link=('127.0.0.1', 0), nodes=4)\n"
+            "link = ('127.0.0.1', w0.collector.port)\n"
+            "ws = [w0] + [NodeWriter(run, n, 0, 'job1', link=link, nodes=4) for n in '123']\n"
+            "print('STEADY', flush=True)\n"
+            "for i in range(1, 4):\n    for w in reversed(ws):\n        w.publish(time.time() + i)\n"
+            "    w0.job_ranks(files=False)\n"
+            "print('END', flush=True)\n")
+    proc, calls = _traced(tmp_path, [sys.executable, "-c", code], {})
+    assert proc.returncode == 0, proc.stderr
+    start = next(i for i, line in enumerate(calls) if "STEADY" in line)
+    steady = calls[start + 1:next(i for i, line in enumerate(calls) if "END" in line)]
+    assert _on(steady, run / "progress") == ["openat", "write", "rename"] * 3  # node 0's file, once a round
+    assert sorted(p.name for p in (run / "progress").iterdir()) == ["node-0.restart-0.json"]
+
+
 def _rank(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess, list[str], Path]:
     script = tmp_path / "train.py"
     script.write_text(body)

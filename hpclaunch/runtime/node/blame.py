@@ -53,13 +53,8 @@ class Blame:
 
 
 def _node_records(run: RunFiles, restart: int) -> list[dict[str, Any]]:
-    records = []
-    for path in run.node_records(restart):
-        try:
-            records.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return records
+    """Every node's last record (node 0's file holds the others' in a multi-node launch; each node's newest)."""
+    return run.node_record_data(restart)
 
 
 def lost_nodes(run: RunFiles, restart: int) -> list[str]:

@@ -1,7 +1,7 @@
 """A node that stays slow is swapped for a spare node at the next log step (docs/troubleshooting.md#stragglers).
 
-Node 0's supervisor judges, from the node records it reads anyway (at most once per publishing interval, one file
-per node: no other shared-filesystem read). Each rank's progress record (hpclaunch/runtime/node/progress.py)
+Node 0's supervisor judges, from the node records it holds in memory (the other nodes send theirs to it,
+hpclaunch/runtime/node/recordlink.py; once per publishing interval, no shared-filesystem read). Each rank's progress record (hpclaunch/runtime/node/progress.py)
 holds its last whole windows of ``stragglers.window`` steps (``hw``), the same steps on every rank; the judge keeps
 the windows of every read (the records were published at different moments, so one read may show rank A's newest
 windows and rank B's older ones). In each window the ranks are compared as status compares stragglers

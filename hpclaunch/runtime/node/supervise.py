@@ -9,7 +9,10 @@ Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor
   then kills every tagged process;
 - is the node's one writer of the shared run directory in steady training (``hpclaunch.runtime.node.noderecord``):
   its ranks leave their progress records in node-local memory (HPCLAUNCH_NODE_STATE), and it publishes them in
-  the node record, RUN_DIR/progress/node-<K>.restart-<N>.json, at most every few seconds, with its start and end;
+  the node record at most every few seconds, with its start and end: in a multi-node launch sent to node 0's
+  supervisor over TCP, which holds every node's in memory and writes them all in one file,
+  RUN_DIR/progress/node-0.restart-<N>.json (``hpclaunch.runtime.node.recordlink``; a node that cannot reach it
+  writes its own, node-<K>.restart-<N>.json);
 - samples the job's CPU time and memory on the node, and its devices' utilisation and memory
   (``hpclaunch.runtime.node.sampler``: RUN_DIR/usage/node-<N>.restart-<R>.jsonl);
 - watches the ranks' progress records (``hpclaunch.runtime.node.progress``): its own ranks' in node-local memory
@@ -18,8 +21,8 @@ Every node's task runs the launcher (torchrun, msrun, ...) under this supervisor
   verdict (``RUN_DIR/logs/watchdog.restart-<N>.json``: which rank stopped first, at which step and phase, which
   waited), prints it, kills every tagged process and exits with ``HUNG_EXIT_CODE`` (124). The scheduler's
   step then ends the other nodes (Slurm: ``srun --kill-on-bad-exit``), whose supervisors decide the same;
-- on node 0, judges from every node's record (read once per publishing interval, the read the watchdog shares
-  when it needs one then) whether a node stayed slow, and has it swapped for a spare node
+- on node 0, judges from every node's record (those it holds in memory, once per publishing interval) whether a
+  node stayed slow, and has it swapped for a spare node
   (``hpclaunch.runtime.node.slowswap``: USR1 to its ranks, which save at the next log step and exit).
 
 The timeout: ``--init-timeout`` until some rank finished its first step, ``--timeout`` after. With
@@ -42,8 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.runtime.node import recordlink
 from hpclaunch.runtime.node.noderecord import HISTORY_INTERVAL, NodeWriter
-from hpclaunch.runtime.node.progress import WAITING_PHASES, read_all
+from hpclaunch.runtime.node.progress import WAITING_PHASES
 from hpclaunch.runtime.node.ranks import RankGroup, group_size
 from hpclaunch.runtime.node.sampler import Sampler, interval_from_env
 from hpclaunch.runtime.node.slowswap import SWAP, SlowWatch
@@ -169,7 +173,8 @@ def supervise(argv: list[str], **options: Any) -> int:
     run = RunFiles.from_env()
     restart = int(os.environ.get(ENV_RESTART, "0") or 0)
     node = os.environ.get("HPCLAUNCH_NODE_RANK", "0")
-    writer = NodeWriter(run, node, restart, os.environ.get("HPCLAUNCH_JOB_ID", "manual"))
+    writer = NodeWriter(run, node, restart, os.environ.get("HPCLAUNCH_JOB_ID", "manual"),
+                        link=recordlink.address(os.environ), nodes=int(os.environ.get("HPCLAUNCH_NNODES", "1") or 1))
     code = 1
     try:
         code = _supervise(argv, run, restart, writer, **options)
@@ -222,16 +227,16 @@ def _supervise(argv: list[str], run: RunFiles, restart: int, writer: NodeWriter,
         now = time.time()
         local = writer.ranks()
         writer.tick(now, local)
-        wide = None
         if slow is not None and slow.decided is None and now >= slow_at:
-            slow_at, wide = now + writer.publish_interval, read_all(run, restart)
-            _judge_slow(slow, {**wide, **local}, now, child, node)
+            slow_at = now + writer.publish_interval
+            _judge_slow(slow, {**writer.job_ranks(files=False), **local}, now, child, node)
         # the job is hung only when no rank anywhere progressed: this node's ranks first (memory), then, when they
-        # stopped, every node's record (one file per node, at most once per publishing interval)
-        if not watchdog or not watch.hung(local, now) or (wide is None and now < job_wide_at):
+        # stopped, every node's record (node 0: those it holds and the files of nodes that could not reach it;
+        # elsewhere the run directory's; at most once per publishing interval)
+        if not watchdog or not watch.hung(local, now) or now < job_wide_at:
             continue
         job_wide_at = now + writer.publish_interval
-        records = {**(read_all(run, restart) if wide is None else wide), **local}
+        records = {**writer.job_ranks(files=True), **local}
         if watch.hung(records, now):
             return _end_hung(run, restart, node, records, watch, now, child, grace, tag)
 
