@@ -16,7 +16,9 @@ defaults of the moment (launch, staging, health: what `hpclaunch submit` gives; 
    an upper bound of what page faults bring in) from the shared filesystem before rank 0's first step, with the files
    and the metadata calls; ``shared_ops_per_s``, every call on a shared path (writes, opens, stats, renames, reads)
    per second in a steady window of training (from 3 s after the first step, for the steps that follow but the last
-   5). The shared filesystem here is the checkout and its venv, $HOME (the base interpreter, ~/.hpclaunch: the run
+   5), and per node per 10 s by what the calls are for (``shared_ops_per_node_10s``: node records, checkpoint,
+   logs, ...; ``without_checkpoint``: the stub's checkpoint at step 20 falls in the window). The shared filesystem
+   here is the checkout and its venv, $HOME (the base interpreter, ~/.hpclaunch: the run
    directory and the asset store) and this benchmark's HPCLAUNCH_HOME; /tmp (node scratch), /usr, /etc, /var, /run,
    /proc, /sys and /dev are each node's own.
 
@@ -258,6 +260,7 @@ def count(prefix: Path, job: str, first: float, steady: tuple[float, float]) -> 
     files: set[str] = set()
     ops: dict[str, int] = defaultdict(int)
     by_call: dict[str, int] = defaultdict(int)  # steady calls by call and file
+    by_kind: dict[str, int] = defaultdict(int)  # steady calls by what they are for (_kind)
     by_top: dict[str, int] = defaultdict(int)  # bytes at start by folder
     for pid in mine:
         for line in per_pid.get(pid, []):
@@ -282,11 +285,13 @@ def count(prefix: Path, job: str, first: float, steady: tuple[float, float]) -> 
             elif steady[0] <= t < steady[1]:
                 ops["write" if name in WRITES else "read" if name in READS else "metadata"] += 1
                 by_call[f"{name} {_shape(path)}"] += 1
+                by_kind[_kind(_shape(path))] += 1
     window = steady[1] - steady[0]
     return {"shared_read_bytes": start["read_bytes"] + start["mapped_bytes"], "shared_read": {**start,
             "files": len(files), "bytes_by_folder": dict(sorted(by_top.items(), key=lambda kv: -kv[1])[:8])},
             "shared_ops_per_s": round(sum(ops.values()) / window, 2),
             "shared_ops": {"window_s": window, **ops,
+                           "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
                            "by_call": dict(sorted(by_call.items(), key=lambda kv: -kv[1])[:40])},
             "traced_processes": len(mine)}
 
@@ -295,6 +300,28 @@ def _shape(path: str) -> str:
     """A steady call's path with the run directory, job ids and numbers taken out (one row per kind of file)."""
     path = re.sub(r"^.*/runs/[^/]+/", "RUN_DIR/", path)
     return re.sub(r"\d+", "N", path)
+
+
+KINDS = (("node records", "RUN_DIR/progress/node-"), ("checkpoint", "RUN_DIR/checkpoint"),
+         ("logs", "RUN_DIR/logs/"), ("metrics", "RUN_DIR/metrics/"), ("usage samples", "RUN_DIR/usage/"))
+
+
+def _kind(shape: str) -> str:
+    """What a steady call is for, from its path's shape (_shape): the node records, the checkpoint, ...; else other."""
+    return next((kind for kind, prefix in KINDS if shape.startswith(prefix)), "other")
+
+
+def per_node(row: dict[str, Any]) -> dict[str, float]:
+    """The steady calls per node per 10 s (the issue's target: at most 1), all of them and without the checkpoint
+    (the stub saves one at step 20, inside the window: a periodic event of every rank, not a steady rate)."""
+    ops, n = row.get("shared_ops") or {}, row["nodes"]
+    if not ops:
+        return {}
+    total = sum(v for k, v in ops.items() if k in ("read", "write", "metadata"))
+    kinds = ops.get("by_kind", {})
+    rate = 10 / ops["window_s"] / n
+    return {"all": round(total * rate, 2), "without_checkpoint": round((total - kinds.get("checkpoint", 0)) * rate, 2),
+            **{kind: round(count * rate, 2) for kind, count in kinds.items()}}
 
 
 def _top(path: str) -> str:
@@ -384,6 +411,7 @@ def main() -> int:
                                       **timed_run(home, profile, n, exclude)}
             if not args.no_trace:
                 row.update(traced_run(home, profile, n, exclude, nodes, args.traces or work))
+                row["shared_ops_per_node_10s"] = per_node(row)
             rows.append(row)
             print(f"{n} node(s): start-up {row['startup_s']} s, status {row['status_s']} s", file=sys.stderr,
                   flush=True)

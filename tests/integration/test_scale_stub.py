@@ -40,6 +40,11 @@ def test_the_stub_job_leaves_what_a_training_run_leaves(tmp_path):
     assert {"health_checked", "ranks_started", "imports_done", "rendezvous_done", "first_step", "finished"} <= stamps
     records = run.progress_records(0)
     assert sorted(records) == [0, 1] and {(r["step"], r["phase"]) for r in records.values()} == {(6, "done")}
+    # node 1 sent its records to node 0's supervisor over TCP (hpclaunch/runtime/node/recordlink.py): node 0's file
+    # holds them; every node's newest record says it ended 0
+    held = json.loads(run.node_record(0, 0).read_text()).get("nodes", {})
+    assert held.get("1", {}).get("ranks"), f"node 0 holds no record of node 1: {sorted(held)}"
+    assert {r["node"]: r["code"] for r in run.node_record_data(0)} == {"0": 0, "1": 0}
     for rank in (0, 1):
         train = [r for r in map(json.loads, run.metrics_file(rank).read_text().splitlines()) if r["kind"] == "train"]
         assert [r["step"] for r in train] == [5, 6] and all(r["world_size"] == 2 for r in train)
