@@ -155,28 +155,35 @@ def _worker(rank: int, port: int, tmp: str, phase: str) -> None:
         out["client"] = client
         out["rng"] = torch.get_rng_state()
         out["refused"] = snaps.restore(start, seed=1234)  # a checkpoint as new as the snapshot wins
-    for step in range(start + 1, 6):
-        g = torch.Generator().manual_seed(step * 10 + rank)
-        ids = torch.randint(0, 20, (4, 6), generator=g)
-        engine.zero_grad()
-        engine.micro_step({"ids": ids, "labels": ids.roll(1, 1)}, last=True)
-        snaps.before_update()
-        engine.step()
-        if phase == "resume" or step <= 3:
-            snaps.take(step, {"data": {"epoch": 0, "index": step}})
-        if step == 3:
-            out["rng_at_3"] = torch.get_rng_state()
-    out["params"] = {n: p.detach().clone() for n, p in engine.module.named_parameters()}
-    out["lr"] = engine.lr
+    train_to_5(engine, snaps, rank, start, phase, out)
     torch.save(out, Path(tmp) / f"{phase}-{rank}.pt")
     dist.destroy_process_group()
 
 
-def _run(tmp: Path, phase: str) -> list[dict]:
+def train_to_5(engine: object, snaps: object, rank: int, start: int, phase: str, out: dict[str, object]) -> None:
+    """Steps start+1..5 on Tiny, a batch per (step, rank); snapshots up to step 3 in the first phase (where the
+    fault strikes), every step after a restart; out: the RNG states at step 3, the parameters and rate at the end."""
+    for step in range(start + 1, 6):
+        g = torch.Generator().manual_seed(step * 10 + rank)
+        ids = torch.randint(0, 20, (4, 6), generator=g)
+        engine.zero_grad()  # type: ignore[attr-defined]
+        engine.micro_step({"ids": ids, "labels": ids.roll(1, 1)}, last=True)  # type: ignore[attr-defined]
+        snaps.before_update()  # type: ignore[attr-defined]
+        engine.step()  # type: ignore[attr-defined]
+        if phase != "first" or step <= 3:
+            snaps.take(step, {"data": {"epoch": 0, "index": step}})  # type: ignore[attr-defined]
+        if step == 3:
+            out["rng_at_3"] = torch.get_rng_state()
+    out["params"] = {n: p.detach().clone() for n, p in engine.module.named_parameters()}  # type: ignore[attr-defined]
+    out["lr"] = engine.lr  # type: ignore[attr-defined]
+
+
+def _run(tmp: Path, phase: str, worker: object = None) -> list[dict]:
+    """Two ranks of `worker` (default: this module's), each saving its results as <phase>-<rank>.pt."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_worker, args=(port, str(tmp), phase), nprocs=2, join=True)
+    mp.spawn(worker or _worker, args=(port, str(tmp), phase), nprocs=2, join=True)
     return [torch.load(tmp / f"{phase}-{r}.pt", weights_only=False) for r in (0, 1)]
 
 

@@ -12,7 +12,8 @@ where the engine must write synchronously (a DeepSpeed config that says why: dsc
 
 TorchEngine also names its replica's live tensors and small state (replica_tensors, replica_meta), and makes and
 loads them in a fresh engine (replica_prepare, replica_load_meta), for recovery from a data-parallel peer
-(peer.py); DeepSpeed's ZeRO partitions have no such replicas here yet: it recovers from its checkpoints.
+(peer.py). DeepSpeedEngine under ZeRO-1/2 names this rank's own partition the same way (replica_tensors,
+replica_meta, replica_load_meta), which each rank keeps in its node's memory and loads back itself (dspeer.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from hpclaunch.runtime.train.held import grad_tensors, held_states, storage_byte
 from hpclaunch.runtime.train.schedule import make_optimizer, make_scheduler
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torch.nn.parallel import DistributedDataParallel
     from transformers import PreTrainedModel
 
@@ -210,21 +213,31 @@ class TorchEngine:
     def replica_prepare(self, shapes: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> None:
         """Make the state a fresh engine has not made yet (the optimizer's, made at its first step; the loss
         scaler's) with the shapes a peer's snapshot has, for its tensors to be copied into."""
-        state: dict[int, dict[str, torch.Tensor]] = {}
         for name, dtype, shape in shapes:
             kind, _, rest = name.partition("/")
-            if kind == "optim":
-                i, key = rest.split("/", 1)
-                state.setdefault(int(i), {})[key] = torch.zeros(shape, dtype=dtype)
-            elif kind == "scaler" and self.scaler is not None:
+            if kind == "scaler" and self.scaler is not None:
                 setattr(self.scaler, rest, torch.zeros(shape, dtype=dtype, device=self.d.device))
-        groups = self.optimizer.state_dict()["param_groups"]  # index lists for the parameters
-        self.optimizer.load_state_dict({"state": state, "param_groups": groups})
+        optimizer_state_like(self.optimizer, shapes)
 
     def replica_load_meta(self, meta: dict[str, Any]) -> None:
         self.scheduler.load_state_dict(meta["scheduler"])
         for group, saved in zip(self.optimizer.param_groups, meta["groups"], strict=True):
             group.update(saved)
+
+
+def optimizer_state_like(optimizer: torch.optim.Optimizer,
+                         shapes: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> None:
+    """Make the optimizer's state (made lazily at its first step) with the shapes of a snapshot's `optim/<i>/<key>`
+    tensors (i: the parameter's index in the optimizer's groups), for them to be copied into; torch places each on
+    its parameter's device."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, dtype, shape in shapes:
+        kind, _, rest = name.partition("/")
+        if kind == "optim":
+            i, key = rest.split("/", 1)
+            state.setdefault(int(i), {})[key] = torch.zeros(shape, dtype=dtype)
+    groups = optimizer.state_dict()["param_groups"]  # index lists for the parameters
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
 def _leaf_classes(model: torch.nn.Module, names: tuple[str, ...]) -> list[type]:
@@ -253,6 +266,8 @@ class DeepSpeedEngine:
         if train.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         stage = int(config.get("zero_optimization", {}).get("stage", 0))
+        self.zero_stage = stage  # recovery from node memory covers 1 and 2 (dspeer.py)
+        self.pre_update: Callable[[], None] | None = None  # called before the optimizer's update (dspeer.py)
         if leaf_modules and stage == 3:  # ZeRO-3 gathers these blocks whole (MoE: experts used by only some tokens)
             from deepspeed.utils import set_z3_leaf_modules
 
@@ -290,6 +305,8 @@ class DeepSpeedEngine:
             self.grad_bytes = storage_bytes(grad_tensors(self.module, zero))
         if last and self.own_norm is not None:
             self.own_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), float("inf")).detach()
+        if last and self.pre_update is not None:
+            self.pre_update()  # the device waits for the last snapshot's copy of the tensors the update changes
         self.model.step()  # the optimizer steps (and clips) only at the accumulation boundary
         return loss.detach() / self.accum
 
@@ -340,3 +357,48 @@ class DeepSpeedEngine:
         """Under ZeRO the torch optimizer inside DeepSpeed's steps the fp32 master partitions."""
         inner = getattr(self.model.optimizer, "optimizer", self.model.optimizer)
         return held_states(self.module, inner, self.grad_bytes or 0)
+
+    # --- this rank's own ZeRO-1/2 partition for recovery from node memory (dspeer.py): live tensors, no copies
+    def replica_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """This rank's part of the training state, named, in the same order on every launch: its fp32 master
+        partition of each parameter group, the optimizer's state for it, and the module's buffers (replicated and
+        small). The module's bf16/fp16/fp32 weights are not in it: they are every rank's partition, all-gathered
+        (replica_load_meta)."""
+        zero = self.model.optimizer
+        out = [(f"fp32/{i}", t) for i, t in enumerate(zero.single_partition_of_fp32_groups)]
+        inner = zero.optimizer
+        for i, group in enumerate(inner.param_groups):
+            for key, v in sorted(inner.state.get(group["params"][0], {}).items()):
+                if isinstance(v, torch.Tensor):
+                    out.append((f"optim/{i}/{key}", v))
+        out += [(f"buffer/{name}", b) for name, b in self.module.named_buffers()]
+        return out
+
+    def replica_meta(self) -> dict[str, Any]:
+        """The small rest (host values, read every snapshot): whose partition it is, the scheduler, the optimizer's
+        groups, ZeRO's loss scaler and DeepSpeed's step counters."""
+        zero, m = self.model.optimizer, self.model
+        return {"rank": self.d.rank, "world_size": self.d.world_size, "zero_stage": self.zero_stage,
+                "scheduler": self.scheduler.state_dict(),
+                "groups": [{k: v for k, v in g.items() if k != "params"} for g in zero.optimizer.param_groups],
+                "zero": {k: getattr(zero, k) for k in ("loss_scaler", "dynamic_loss_scale", "overflow", "clip_grad")},
+                "engine": {k: getattr(m, k) for k in ("global_steps", "global_samples", "skipped_steps")}}
+
+    def replica_prepare(self, shapes: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> None:
+        """A fresh engine's optimizer state (torch's AdamW makes it at the first step) with a snapshot's shapes;
+        under ZeRO each group holds one parameter, its fp32 partition: `optim/<group>/<key>`."""
+        inner = self.model.optimizer.optimizer
+        if not inner.state:
+            optimizer_state_like(inner, shapes)
+
+    def replica_load_meta(self, meta: dict[str, Any]) -> None:
+        """After replica_tensors were copied back on every rank (a collective): the small rest, then the module's
+        weights all-gathered from every rank's fp32 partition, as DeepSpeed's own step ends."""
+        zero = self.model.optimizer
+        self.scheduler.load_state_dict(meta["scheduler"])
+        for group, saved in zip(zero.optimizer.param_groups, meta["groups"], strict=True):
+            group.update(saved)
+        for obj, values in ((zero, meta["zero"]), (self.model, meta["engine"])):
+            for key, value in values.items():
+                setattr(obj, key, value)
+        zero.update_lp_params()

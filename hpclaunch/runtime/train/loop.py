@@ -6,8 +6,9 @@ the device and are synchronised only at log steps (no per-step host sync). SIGUS
 warning before a time limit or preemption) make every rank save a checkpoint at the next log step
 and exit 0; the requeued job resumes from it. So does the job's end coming nearer than one more window and a
 checkpoint (hpclaunch/runtime/train/deadline.py): the ranks save on their own, before the signal.
-After each optimizer step the node keeps a snapshot of the replica's state in memory (peer.py): a relaunch inside
-the allocation goes on from a surviving data-parallel peer's, where it is newer than the newest checkpoint.
+After each optimizer step the node keeps a snapshot of the replica's state in memory (peer.py; under DeepSpeed
+ZeRO-1/2 each rank its own partition, dspeer.py): a relaunch inside the allocation goes on from it, where it is
+newer than the newest checkpoint.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 
 from hpclaunch.runtime.node import progress
 from hpclaunch.runtime.node.inject import Injector
-from hpclaunch.runtime.train import checkpoint, deadline, peaks, peer, startup
+from hpclaunch.runtime.train import checkpoint, deadline, dspeer, peaks, peer, startup
 from hpclaunch.runtime.train.distributed import Dist, all_reduce_max, all_reduce_mean
 from hpclaunch.state import timeline
 from hpclaunch.state.runfiles import ENV_RESTART, RunFiles
@@ -194,7 +195,8 @@ class _Run:
         self.why = "stop_at"  # why the ranks stop early: signal | end (the time limit near) | stop_at (tests)
         self.clock = self._end_clock()
         # in-memory snapshots for a relaunch to take a peer's state from (None: it loads the checkpoint; peer.py)
-        self.peer = peer.Snapshots.for_run(self.job, self.d, self.engine, self.log)
+        kind = dspeer.PartitionSnapshots if getattr(self.engine, "zero_stage", None) is not None else peer.Snapshots
+        self.peer = kind.for_run(self.job, self.d, self.engine, self.log)
 
     def _end_clock(self) -> deadline.EndClock:
         """Rank 0's clock for saving before the job's end (the others follow its decision)."""
@@ -220,8 +222,9 @@ class _Run:
         start = client["step"]
         self.batches.restore(client["data"])
         if self.d.is_main:
+            missed = {"peer_missed": self.peer.missed} if self.peer is not None and self.peer.missed else {}
             peer.record_resume(files, int(os.environ.get(ENV_RESTART, "0") or 0),
-                               {"step": start, "source": "checkpoint", "path": str(ckpt)})
+                               {"step": start, "source": "checkpoint", "path": str(ckpt), **missed})
         self.log(f"resumed from {ckpt} at step {start}")
         return start, ckpt
 

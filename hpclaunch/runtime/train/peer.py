@@ -13,7 +13,9 @@ newer than that checkpoint, the lowest rank holding it loads it from its node's 
 every rank (a replacement node holds nothing: the lost-node case), in buckets; each rank takes its own RNG states
 from whichever node kept them at S, and a rank whose states went with a lost node is seeded afresh from (seed,
 rank, S) (said in the log: with dropout its draws differ from an uninterrupted run's from there). Else the
-checkpoint is loaded, as without snapshots: data parallelism 1, tensor parallelism, DeepSpeed, every replica lost.
+checkpoint is loaded, as without snapshots: data parallelism 1, tensor parallelism, DeepSpeed ZeRO-3 (or without
+ZeRO), every replica lost. DeepSpeed ZeRO-1/2 keeps no replica but each rank's own partition, loaded back by that
+rank (dspeer.py, PartitionSnapshots: the same slots and copies, its own restore).
 
 Rank 0 records where the state came from in RUN_DIR/progress/resumed.restart-<N>.json (state/recoveries.py), and
 copies the metric lines up to S that it had not written yet (killed within its flush interval) from another rank's.
@@ -54,8 +56,12 @@ def unsupported(job: Job, d: Dist, engine: object) -> str | None:
         return "train.peer_snapshot_every is 0"
     if job.spec.restarts.max == 0:
         return "restarts.max is 0 (no relaunch inside the allocation)"
-    if not hasattr(engine, "replica_tensors"):
-        return "DeepSpeed's state is partitioned (ZeRO): it recovers from its checkpoints"
+    stage = getattr(engine, "zero_stage", None)  # DeepSpeed: each rank keeps its own ZeRO-1/2 partition (dspeer.py)
+    if stage == 3:
+        return ("DeepSpeed ZeRO-3 partitions the parameters too, and no node keeps another's partition: it recovers "
+                "from its checkpoints")
+    if stage is not None and stage not in (1, 2):
+        return f"DeepSpeed ZeRO stage {stage}: recovery from node memory covers ZeRO-1 and 2 only"
     if d.tensor_parallel > 1:
         return "tensor parallelism: a rank's shard has no replica on another node here"
     if d.dp_size < 2:
@@ -66,12 +72,16 @@ def unsupported(job: Job, d: Dist, engine: object) -> str | None:
 class Snapshots:
     """This rank's part of the node's snapshots: the tensors (local rank 0) and its own RNG states."""
 
+    every_rank_writes = False  # True: each rank keeps its own tensors (dspeer.PartitionSnapshots), not the node's
+
     def __init__(self, d: Dist, engine: TorchEngine, every: int, folder: Path, run_dir: Path,
                  log: Any = print) -> None:
         self.d, self.engine, self.every, self.log = d, engine, every, log
         self.run = RunFiles(run_dir)
         self.store = NodeStore(folder)
-        self.writer = d.local_rank == 0
+        self.writer = self.every_rank_writes or d.local_rank == 0
+        # the node's writers share its memory: each may plan on its part of the free room
+        self.sharers = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if self.every_rank_writes else 1
         self.live: list[torch.Tensor] = []
         self.count = -1  # optimizer states when the layout was made (a change makes it again)
         self.off: str | None = None  # why this node stopped taking them
@@ -82,7 +92,8 @@ class Snapshots:
         self.jobs: queue.Queue[tuple[Any, int, int, dict[str, Any]]] = queue.Queue()
         self.copy_s = 0.0  # host seconds spent in take() (the cost per step, measured)
         self.taken = 0
-        if self.writer:
+        self.missed: str | None = None  # why a relaunch that found snapshots loads the checkpoint (the record says)
+        if d.local_rank == 0:
             for folder_gone in sweep_stale(folder.parent):
                 log(f"hpclaunch: removed a stale peer snapshot: {folder_gone}")
 
@@ -93,8 +104,13 @@ class Snapshots:
             if d.is_main and job.train.peer_snapshot_every and job.spec.restarts.max:
                 log(f"hpclaunch: no recovery from a peer ({why}): a relaunch loads the newest checkpoint")
             return None
-        folder = node_folder(os.environ.get("HPCLAUNCH_JOB_ID") or "manual", job.run_dir)
+        folder = cls.folder_of(node_folder(os.environ.get("HPCLAUNCH_JOB_ID") or "manual", job.run_dir), d)
         return cls(d, engine, job.train.peer_snapshot_every, folder, job.run_dir, log)  # type: ignore[arg-type]
+
+    @staticmethod
+    def folder_of(node: Path, d: Dist) -> Path:
+        """This rank's snapshot folder, given its node's."""
+        return node
 
     # --- while training
     def before_update(self) -> None:
@@ -144,10 +160,11 @@ class Snapshots:
         """(Re)make the node's slots for the replica's tensors, if node-local memory has room for them."""
         named = self.engine.replica_tensors()
         layout = Layout.of(named)
-        free = _free_bytes(self.store.folder)
+        free = _free_bytes(self.store.folder) // self.sharers
         if 2 * layout.nbytes > ROOM_SHARE * free:
             self._stop(f"two copies of the state take {2 * layout.nbytes / 2**30:.2f} GiB, more than "
-                       f"{ROOM_SHARE:.0%} of the {free / 2**30:.2f} GiB free in node-local memory")
+                       f"{ROOM_SHARE:.0%} of the {free / 2**30:.2f} GiB free in node-local memory"
+                       + (f" for each of its {self.sharers} ranks" if self.sharers > 1 else ""))
             return False
         try:
             self.store.allocate(layout)
@@ -205,12 +222,8 @@ class Snapshots:
         `disk_step` (0: none), loaded into the engine on every rank; None: load the checkpoint (every rank agrees)."""
         d, t0 = self.d, time.perf_counter()
         held = self.store.held()
-        mine = torch.tensor([held.step if held else -1, disk_step if d.is_main else -1], dtype=torch.int64,
-                            device=d.device)
-        every = [torch.zeros_like(mine) for _ in range(d.world_size)]
-        dist.all_gather(every, mine)
-        steps = [int(x[0]) for x in every]
-        newest, disk = max(steps), int(every[0][1])
+        steps, disk = gather_steps(d, held.step if held else -1, disk_step)
+        newest = max(steps)
         if newest <= disk:
             return None
         src = steps.index(newest)
@@ -234,16 +247,22 @@ class Snapshots:
         fresh = self._rng(newest, seed)
         client = dict(meta["client"], step=newest)
         if d.is_main:
-            took = time.perf_counter() - t0
-            copied = fill_metrics(self.run, newest, d.world_size)
-            restart = int(os.environ.get(ENV_RESTART, "0") or 0)
-            record_resume(self.run, restart, {
-                "step": newest, "source": "peer", "from_rank": src, "checkpoint_step": disk, "bytes": sent,
-                "seconds": round(took, 3), "fresh_rng_ranks": fresh, "metrics_copied": copied})
+            took = self._resumed(t0, {"step": newest, "from_rank": src, "checkpoint_step": disk, "bytes": sent,
+                                      "fresh_rng_ranks": fresh})
             self.log(f"hpclaunch: resumed from a peer: step {newest} from rank {src}'s node memory "
                      f"({sent / 2**20:.1f} MiB broadcast in {took:.2f} s; the newest checkpoint is step {disk})"
                      + (f"; ranks {fresh} seeded afresh (their RNG states went with their node)" if fresh else ""))
         return client
+
+    def _resumed(self, t0: float, rec: dict[str, Any]) -> float:
+        """Rank 0, resumed from node memory at rec["step"]: rank 0's missing metric lines copied, the record
+        written (source peer); the seconds since t0."""
+        took = time.perf_counter() - t0
+        copied = fill_metrics(self.run, rec["step"], self.d.world_size)
+        restart = int(os.environ.get(ENV_RESTART, "0") or 0)
+        record_resume(self.run, restart, {**rec, "source": "peer", "seconds": round(took, 3),
+                                          "metrics_copied": copied})
+        return took
 
     def _checked(self, layout: Layout) -> list[torch.Tensor]:
         named = self.engine.replica_tensors()
@@ -261,13 +280,27 @@ class Snapshots:
         merged: dict[int, Any] = {}
         for part in found:
             merged.update(part or {})
-        if self.d.rank in merged:
-            checkpoint.set_rng_state(merged[self.d.rank], self.d)
-        else:
-            from hpclaunch.runtime.train.distributed import seed_everything
-
-            seed_everything(int(hashlib.sha256(f"{seed}:{self.d.rank}:{step}".encode()).hexdigest()[:8], 16))
+        set_rng(self.d, merged.get(self.d.rank), seed, step)
         return [r for r in range(self.d.world_size) if r not in merged]
+
+
+def gather_steps(d: Dist, held: int, disk_step: int) -> tuple[list[int], int]:
+    """One all-gather: the step each rank's node memory holds (-1: none), and rank 0's newest checkpoint step."""
+    mine = torch.tensor([held, disk_step if d.is_main else -1], dtype=torch.int64, device=d.device)
+    every = [torch.zeros_like(mine) for _ in range(d.world_size)]
+    dist.all_gather(every, mine)
+    return [int(x[0]) for x in every], int(every[0][1])
+
+
+def set_rng(d: Dist, state: dict[str, Any] | None, seed: int, step: int) -> None:
+    """This rank's RNG states as kept at `step`; none kept (they went with a lost node): seeded afresh from
+    (seed, rank, step)."""
+    if state is not None:
+        checkpoint.set_rng_state(state, d)
+        return
+    from hpclaunch.runtime.train.distributed import seed_everything
+
+    seed_everything(int(hashlib.sha256(f"{seed}:{d.rank}:{step}".encode()).hexdigest()[:8], 16))
 
 
 def _broadcast(tensors: list[torch.Tensor], src: int) -> int:
