@@ -4,8 +4,11 @@ first training step after it (`seconds_to_first_step`, from the timeline's ``fir
 that resumed; None while that step has not finished). `status JOB --json` lists them. Standard library only.
 
 Where the relaunched ranks' state came from, rank 0 says in ``RUN_DIR/progress/resumed.restart-<N>.json``
-(hpclaunch/runtime/train/peer.py): ``source`` ``peer`` (a surviving data-parallel replica's snapshot in node
-memory) or ``checkpoint``, and the step. Read back, a recovery's ``resumed_step`` is that step (the relaunch
+(hpclaunch/runtime/train/peer.py): ``source`` ``peer`` (the state in node memory, not on disk: a surviving
+data-parallel replica's snapshot, or under DeepSpeed ZeRO-1/2 each rank's own partition, said by
+``zero_partitions``: dspeer.py) or ``checkpoint``, and the step; a checkpoint taken although some rank held a
+newer step in node memory says why in ``peer_missed`` (e.g. ``rank 1: none in node3's memory``: its node was
+replaced), kept in the recovery. Read back, a recovery's ``resumed_step`` is that step (the relaunch
 decision's guess, the newest checkpoint then, stays in ``checkpoint_step``), and ``recomputed_steps`` the steps
 from it to the furthest step any rank of the failed launch had finished (its progress records).
 """
@@ -61,6 +64,8 @@ def load(run: RunFiles) -> list[dict[str, Any]]:
         came = resumed(run, resumed_in) if isinstance(resumed_in, int) else None
         if came is not None:
             rec.update(resumed_step=came["step"], source=came.get("source", "checkpoint"))
+            if came.get("peer_missed"):
+                rec["peer_missed"] = came["peer_missed"]
         elif first is not None:  # resumed before the ranks said where from: the checkpoint
             rec["source"] = "checkpoint"
         ended = rec.get("restart")

@@ -123,3 +123,16 @@ def test_which_deepspeed_runs_keep_their_partitions(stage: int, dp: int, why: st
     d = SimpleNamespace(tensor_parallel=1, dp_size=dp)
     got = peer.unsupported(job, d, SimpleNamespace(zero_stage=stage))  # type: ignore[arg-type]
     assert (got is None) if why is None else got is not None and got.startswith(why), got
+
+
+def test_a_recovery_that_took_the_checkpoint_says_which_rank_missed_node_memory(tmp_path: Path):
+    from hpclaunch.state import recoveries
+    from hpclaunch.state.runfiles import RunFiles
+
+    run = RunFiles(tmp_path)
+    run.recoveries.write_text(json.dumps({"cause": "node_lost", "rank": 1, "node": "node2", "detected_at": 1.0,
+                                          "resumed_step": 4, "restart": 0, "resumed_restart": 1}) + "\n")
+    missed = "rank 1: none in node3's memory"  # its node lost, a spare in its place
+    peer.record_resume(run, 1, {"step": 4, "source": "checkpoint", "path": "ckpt/step-4", "peer_missed": missed})
+    (rec,) = recoveries.load(run)
+    assert (rec["source"], rec["resumed_step"], rec["peer_missed"]) == ("checkpoint", 4, missed)
