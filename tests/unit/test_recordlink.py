@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +77,37 @@ def test_an_end_is_answered_only_once_node_0_has_written_it(tmp_path: Path):
         assert not run.node_record(1, 0).exists()
     finally:
         first.close(0)
+
+
+def test_an_end_that_came_in_as_node_0_stops_is_written_and_answered(tmp_path: Path):
+    """Every node ends at once: node 0 stops listening with node 1's end still gathered for the next write (a long
+    gather here, so that it surely is): it writes it and answers before it stops, and node 1 writes no file."""
+    run = RunFiles(tmp_path)
+    first, second = _writers(run, 2, job="unit-stop")
+    assert first.collector is not None and second.sender is not None
+    first.collector.urgent_gap = second.sender.urgent_timeout = 600.0
+    ending = threading.Thread(target=second.close, args=(0,))
+    ending.start()
+    try:
+        _until(lambda: "ended" in first.collector.snapshot().get("1", {}), "node 1's end came in", [])  # type: ignore[union-attr]
+        first.close(0)
+    finally:
+        ending.join()
+    assert _files(run) == ["node-0.restart-0.json"] and second.files == 0
+    assert {r["node"]: r["code"] for r in run.node_record_data(0)} == {"0": 0, "1": 0}
+
+
+def test_a_node_started_before_node_0_listens_waits_for_it(tmp_path: Path):
+    run, port = RunFiles(tmp_path), _free_port()
+    early: list[noderecord.NodeWriter] = []
+    starting = threading.Thread(target=lambda: early.append(noderecord.NodeWriter(
+        run, "1", 0, "unit-early", link=("127.0.0.1", port), nodes=2, patience=600.0)))
+    starting.start()  # node 1's first record: refused until node 0 listens
+    first = noderecord.NodeWriter(run, "0", 0, "unit-early", link=("127.0.0.1", port), nodes=2)
+    starting.join()
+    early[0].close(0)
+    first.close(0)
+    assert _files(run) == ["node-0.restart-0.json"] and early[0].files == 0
 
 
 def test_a_node_that_cannot_reach_node_0_writes_its_own_record_and_the_newest_counts(tmp_path: Path):

@@ -140,7 +140,8 @@ class NodeWriter:
 
     def __init__(self, run: RunFiles, node: str, restart: int, job: str, *,
                  publish_interval: float = PUBLISH_INTERVAL, history_interval: float = HISTORY_INTERVAL,
-                 link: tuple[str, int] | None = None, nodes: int = 1, linger: float = recordlink.LINGER) -> None:
+                 link: tuple[str, int] | None = None, nodes: int = 1, linger: float = recordlink.LINGER,
+                 patience: float = recordlink.START_PATIENCE) -> None:
         self.run, self.path, self.restart = run, run.node_record(node, restart), restart
         self.publish_interval, self.history_interval, self.linger = publish_interval, history_interval, linger
         now = time.time()
@@ -165,7 +166,7 @@ class NodeWriter:
         self._published: dict[int, Record] | None = None
         self._next_publish, self._next_history = 0.0, now + history_interval
         self._copied: dict[str, int] = {}  # metrics file name -> bytes appended to the run directory so far
-        self.publish(now)
+        self.publish(now, patience=patience)
 
     @property
     def env(self) -> dict[str, str]:
@@ -197,9 +198,10 @@ class NodeWriter:
             self._next_history = now + self.history_interval
             self.copy_metrics()
 
-    def publish(self, now: float, ranks: dict[int, Record] | None = None, **fields: object) -> None:
+    def publish(self, now: float, ranks: dict[int, Record] | None = None, patience: float = 0.0,
+                **fields: object) -> None:
         """Publish the record now, with `fields` added to it for good (signalled, ended, code: these reach the run
-        directory before this returns, through node 0 or in this node's own file)."""
+        directory before this returns, through node 0 or in this node's own file); `patience`: recordlink.Sender."""
         self.record.update(fields)
         ranks = self.ranks() if ranks is None else ranks
         data = {**self.record, "at": round(now, 3), "writes": self.writes + 1, "files": self.files,
@@ -208,7 +210,7 @@ class NodeWriter:
         if self.collector is not None:
             self.collector.put("0", data)
             self.collector.flush()
-        elif self.sender is None or not self.sender.send(data, urgent=bool(fields)):
+        elif self.sender is None or not self.sender.send(data, urgent=bool(fields), patience=patience):
             self._write_all({"": data})
         self.writes += 1
 

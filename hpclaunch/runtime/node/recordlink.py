@@ -9,9 +9,10 @@ for its slow-node judge at the same rate (docs/scale.md). So in a launch of two 
   RUN_DIR/progress/node-0.restart-<N>.json, under ``"nodes"``: one file for the job, three calls per publishing
   interval whatever N;
 - every other node's supervisor sends its record there (``Sender``, one connection kept open, a line of JSON each
-  and an answer); a record that is not answered (node 0 gone, no link, another process on the port) goes to the
-  node's own file, RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch. Readers take each node's
-  newest record of the two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
+  and an answer; its first record waits up to START_PATIENCE for node 0 to listen); a record that is not answered
+  (node 0 gone, no link, another process on the port) goes to the node's own file,
+  RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch. Readers take each node's newest record of the
+  two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
 - records that must reach the run directory (told to stop, ended: ``urgent``) are answered only once node 0 has
   written them; a node that gets no answer within URGENT_TIMEOUT writes its own file. Node 0 waits up to LINGER
   seconds at its end for the other nodes' ends, so that a launch that ends together leaves one file.
@@ -35,6 +36,7 @@ from collections.abc import Callable, Mapping
 PORT_ENV = "HPCLAUNCH_RECORDS_PORT"
 PORT_BASE, PORT_SPAN = 61000, 4000
 TIMEOUT = 2.0  # seconds to connect to node 0 and for its answer to a record
+START_PATIENCE = 3.0  # seconds a node's first record waits for node 0 to listen (they start together)
 URGENT_TIMEOUT = 5.0  # seconds for node 0 to answer that it wrote a record told to stop or ended
 URGENT_GAP = 0.3  # seconds node 0 gathers urgent records before it writes them (an ending launch: few writes)
 LINGER = 2.0  # seconds node 0 waits at its end for the other nodes' ends
@@ -76,8 +78,9 @@ class Sender:
         self._buf = b""
         self._busy = False  # a send in progress (a signal handler's publish falls back to the file)
 
-    def send(self, record: Record, urgent: bool = False) -> bool:
-        """True once node 0 answered: it holds the record (urgent: it wrote it)."""
+    def send(self, record: Record, urgent: bool = False, patience: float = 0.0) -> bool:
+        """True once node 0 answered: it holds the record (urgent: it wrote it). With `patience`, a refused connection
+        is tried again until then (at the start: node 0's supervisor may not listen yet)."""
         if self._busy:
             return False
         self._busy = True
@@ -86,7 +89,7 @@ class Sender:
                 fresh = self._sock is None
                 try:
                     if fresh:
-                        self._connect()
+                        self._connect(time.monotonic() + patience)
                     self._ask(_line({"node": self.node, "record": record, "urgent": urgent}),
                               self.urgent_timeout if urgent else self.timeout)
                     return True
@@ -98,8 +101,15 @@ class Sender:
         finally:
             self._busy = False
 
-    def _connect(self) -> None:
-        self._sock = socket.create_connection(self.addr, timeout=self.timeout)
+    def _connect(self, deadline: float) -> None:
+        while True:
+            try:
+                self._sock = socket.create_connection(self.addr, timeout=self.timeout)
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
         self._buf = b""
         if self._ask(_line(self.hello), self.timeout) != {"ok": True}:
             raise ValueError("not this job's node 0")
@@ -139,7 +149,7 @@ class Collector:
         self._wake_r, self._wake_w = socket.socketpair()
         self.server: socket.socket | None
         try:
-            self.server = socket.create_server(("", port), backlog=128)
+            self.server = socket.create_server(("", port), backlog=1024)  # every node may connect at once
         except OSError:  # the port is taken: every node writes its own record
             self.server = None
         self._thread = threading.Thread(target=self._serve, name="hpclaunch-records", daemon=True)
@@ -217,15 +227,22 @@ class Collector:
             if pending and not first_pending:
                 first_pending = time.monotonic()
             if pending and time.monotonic() >= first_pending + self.urgent_gap:
-                answer = _line({"ok": True}) if self.flush() else None
-                for sock in pending:
-                    if answer is None or not _answer(sock, answer):
-                        self._drop(sel, state, sock, [])  # not written: the node writes its own record
-                pending.clear()
+                self._write_pending(sel, state, pending)
                 first_pending = 0.0
-        for sock in state:
+        if pending:  # ends that came in before the stop: written and answered, not left to their nodes' files
+            self._write_pending(sel, state, pending)
+        for sock in list(state):
             sock.close()
         sel.close()
+
+    def _write_pending(self, sel: selectors.BaseSelector, state: dict[socket.socket, list],
+                       pending: list[socket.socket]) -> None:
+        """Write the records now and answer the nodes whose urgent record waited for it."""
+        answer = _line({"ok": True}) if self.flush() else None
+        for sock in pending:
+            if answer is None or not _answer(sock, answer):
+                self._drop(sel, state, sock, [])  # not written: the node writes its own record
+        pending.clear()
 
     def _accept(self, sel: selectors.BaseSelector, state: dict[socket.socket, list]) -> None:
         assert self.server is not None

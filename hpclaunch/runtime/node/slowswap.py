@@ -1,12 +1,13 @@
 """A node that stays slow is swapped for a spare node at the next log step (docs/troubleshooting.md#stragglers).
 
 Node 0's supervisor judges, from the node records it holds in memory (the other nodes send theirs to it,
-hpclaunch/runtime/node/recordlink.py; once per publishing interval, no shared-filesystem read). Each rank's progress record (hpclaunch/runtime/node/progress.py)
-holds its last whole windows of ``stragglers.window`` steps (``hw``), the same steps on every rank; the judge keeps
-the windows of every read (the records were published at different moments, so one read may show rank A's newest
-windows and rank B's older ones). In each window the ranks are compared as status compares stragglers
-(hpclaunch/state/stragglers.py: own step time over ``stragglers.factor`` x the median); a node with a slow rank in
-each of the last ``stragglers.windows`` consecutive windows every rank finished is slow. Then, once per launch:
+hpclaunch/runtime/node/recordlink.py; once per publishing interval, no shared-filesystem read). Each rank's progress
+record (hpclaunch/runtime/node/progress.py) holds its last whole windows of ``stragglers.window`` steps (``hw``),
+the same steps on every rank; the judge keeps the windows of every read (the records were published at different
+moments, so one read may show rank A's newest windows and rank B's older ones). In each window the ranks are
+compared as status compares stragglers (hpclaunch/state/stragglers.py: own step time over ``stragglers.factor`` x
+the median); a node with a slow rank in each of the last ``stragglers.windows`` consecutive windows every rank
+finished is slow. Then, once per launch:
 
 - with a spare node of the allocation free, a swap left (``stragglers.max_swaps``) and a relaunch left
   (``restarts.max``): the finding goes to ``RUN_DIR/logs/slow.restart-<N>.json`` with ``"action": "swap"``, and
