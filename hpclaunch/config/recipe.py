@@ -118,7 +118,8 @@ class TrainSpec(StrictModel, frozen=True, kw_only=True):
     peer_snapshot_every: Annotated[int, Meta(ge=0, description=(
         "steps between in-memory snapshots of the training state on each node, from which a relaunch inside the "
         "allocation takes the state of a surviving data-parallel peer instead of the newest checkpoint (torch "
-        "engine, data parallelism >= 2, restarts.max > 0); 0: off (docs/troubleshooting.md#recovery-from-a-peer)"))
+        "engine; under DeepSpeed ZeRO-1/2 each rank's own partition; data parallelism >= 2, restarts.max > 0); 0: "
+        "off (docs/troubleshooting.md#recovery-from-a-peer)"))
                                    ] = 1
     mlm_probability: Annotated[float, Meta(gt=0, lt=1, description="share of tokens masked (task: masked-lm)")] = 0.15
     num_workers: Annotated[int, Meta(ge=0, description="DataLoader worker processes per rank")] = 0
