@@ -28,12 +28,13 @@ from tests.unit.test_peer import _run as run_two  # noqa: E402
 STRUCK = 3  # the step the fault strikes after (train_to_5)
 
 
-def _config(tmp: Path, stage: int) -> Path:
-    path = tmp / f"ds_config-{stage}.json"
+def _config(tmp: Path) -> Path:
+    """ZeRO-2 in bf16 (the module's weights apart from the fp32 master partitions, as on a GPU), written once."""
+    path = tmp / "ds_config.json"
     path.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
-                                "gradient_accumulation_steps": 1, "zero_optimization": {"stage": stage},
-                                "gradient_clipping": 1.0, "zero_force_ds_cpu_optimizer": False,
-                                "steps_per_print": 1_000_000}))
+                                "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2},
+                                "bf16": {"enabled": True}, "gradient_clipping": 1.0,
+                                "zero_force_ds_cpu_optimizer": False, "steps_per_print": 1_000_000}))
     return path
 
 
@@ -47,7 +48,7 @@ def _worker(rank: int, port: int, tmp: str, phase: str) -> None:
                       LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1")
     d = init_distributed(deepspeed=True, seed=0, threads=1)
     engine = DeepSpeedEngine(Tiny(), TrainSpec(max_steps=5, warmup_steps=2, lr=0.05), d,  # type: ignore[arg-type]
-                             _config(Path(tmp), 2))
+                             Path(tmp) / "ds_config.json")
     said: list[str] = []
     snaps = PartitionSnapshots(d, engine, 1, rank_folder(Path(tmp) / "node", rank), Path(tmp), log=said.append)
     out: dict[str, object] = {}
@@ -68,18 +69,22 @@ def _worker(rank: int, port: int, tmp: str, phase: str) -> None:
 
 
 def _run(tmp: Path, phase: str) -> list[dict]:
+    _config(tmp)
     return run_two(tmp, phase, _worker)
 
 
 def test_zero2_ranks_go_on_from_their_own_partitions_with_an_uninterrupted_runs_parameters(tmp_path: Path):
-    """Two ranks train 5 steps with their partitions kept up to step 3, as if killed there; both start fresh and
-    each loads its own partition of step 3 (fp32 master slice, AdamW state, scheduler, data position, RNG): steps
-    4-5 end where the uninterrupted run's do, bit for bit, on both ranks (the module's weights all-gathered)."""
+    """Two ranks train 5 steps in bf16 with their partitions kept up to step 3, as if killed there; both start
+    fresh and each loads its own partition of step 3 (fp32 master slice, AdamW state, scheduler, data position,
+    RNG): steps 4-5 end where the uninterrupted run's do, bit for bit, on both ranks (the module's bf16 weights
+    all-gathered from the fp32 partitions)."""
     first = _run(tmp_path, "first")
     held = [NodeStore(rank_folder(tmp_path / "node", r)).held() for r in (0, 1)]
     assert [h.step for h in held if h] == [STRUCK, STRUCK]
     names = [e.name for e in held[0].layout.entries]
     assert names[:2] == ["fp32/0", "fp32/1"] and "optim/0/exp_avg" in names  # the partition, not the module
+    assert held[0].layout.entries[0].dtype == torch.float32  # the master slice, while the module trains in bf16
+    assert first[0]["params"]["body.weight"].dtype == torch.bfloat16
     assert held[0].meta["rank"] == 0 and held[1].meta["rank"] == 1
     resumed = _run(tmp_path, "resume")
     for r in (0, 1):
