@@ -79,10 +79,12 @@ def load(run: RunFiles) -> list[dict[str, Any]]:
 
 def line(rec: dict[str, Any]) -> str:
     """``node_lost: rank 0 on node1, resumed from step 8 (peer) on node2,node3, 0 steps recomputed, first step
-    9.4 s after``."""
+    9.4 s after``; a checkpoint taken although node memory held a newer step says why: ``(checkpoint; not from node
+    memory: rank 1: none in node3's memory)``."""
     took = rec.get("seconds_to_first_step")
     after = f"first step {took} s after" if took is not None else "no step finished after it yet"
-    source = f" ({rec['source']})" if rec.get("source") else ""
+    missed = f"; not from node memory: {rec['peer_missed']}" if rec.get("peer_missed") else ""
+    source = f" ({rec['source']}{missed})" if rec.get("source") else ""
     again = f", {rec['recomputed_steps']} steps recomputed" if rec.get("recomputed_steps") is not None else ""
     return (f"{rec.get('cause')}: rank {rec.get('rank')} on {rec.get('node')}, resumed from step "
             f"{rec.get('resumed_step')}{source} on {rec.get('nodes')}{again}, {after}")

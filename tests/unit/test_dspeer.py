@@ -141,3 +141,5 @@ def test_a_recovery_that_took_the_checkpoint_says_which_rank_missed_node_memory(
     peer.record_resume(run, 1, {"step": 4, "source": "checkpoint", "path": "ckpt/step-4", "peer_missed": missed})
     (rec,) = recoveries.load(run)
     assert (rec["source"], rec["resumed_step"], rec["peer_missed"]) == ("checkpoint", 4, missed)
+    assert "resumed from step 4 (checkpoint; not from node memory: rank 1: none in node3's memory)" in \
+        recoveries.line(rec)
