@@ -368,6 +368,38 @@ def plot(results: list[Path], png: Path) -> None:
     fig.savefig(png, dpi=90)
 
 
+def records_model(counts: list[int], ranks: int = 8) -> list[dict[str, object]]:
+    """What status and watch pay to read node 0's file (RunFiles.progress_records) for N nodes of `ranks` ranks, with
+    the ranks' slow-node windows (``hw``: 21 windows, stragglers.windows 5 + 16) and without them, as node 0 writes
+    it: a synthetic file, no job (the model's status cost; the median of 5 reads)."""
+    from hpclaunch.runtime.node.noderecord import _without_windows
+
+    rec = {"rank": 0, "step": 399, "phase": "optimizer", "t": 1e9, "host": "gpu-node-0123", "pid": 123456,
+           "win": [10, 1.0, 0.1], "sf": 1.5, "hw": [[i, 12.345, 1.234] for i in range(21)]}
+    out: list[dict[str, object]] = []
+    for windows in (True, False):
+        for n in counts:
+            with tempfile.TemporaryDirectory() as tmp:
+                run = RunFiles(Path(tmp))
+                nodes = {str(k): {"node": str(k), "host": f"n{k}", "restart": 0, "started": 1e9, "at": 1e9,
+                                  "ranks": {str(ranks * k + r): {**rec, "rank": ranks * k + r} for r in range(ranks)}}
+                         for k in range(n)}
+                if not windows:
+                    nodes = {k: _without_windows(v) for k, v in nodes.items()}
+                run.progress.mkdir()
+                run.node_record(0, 0).write_text(json.dumps({**nodes.pop("0"), "nodes": nodes}))
+                times = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    found = run.progress_records(0)
+                    times.append(time.perf_counter() - t0)
+                assert len(found) == n * ranks
+                size = run.node_record(0, 0).stat().st_size
+                out.append({"nodes": n, "ranks": n * ranks, "hw": windows, "bytes": size,
+                            "read_s": round(statistics.median(times), 4)})
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", default="1,4,16,64", help="node counts, comma-separated")
@@ -384,7 +416,13 @@ def main() -> int:
     p.add_argument("--keep", type=Path, help="keep the jobs' homes, run directories and traces in this folder")
     p.add_argument("--plot", type=Path, nargs="+", metavar="RESULT.json",
                    help="only draw these results into docs/scale.png (no job)")
+    p.add_argument("--records-model", metavar="N,N", help="only time reading node 0's file of N nodes x 8 ranks "
+                   "(synthetic, no job; with and without the ranks' windows) and print one JSON line per case")
     args = p.parse_args()
+    if args.records_model:
+        for case in records_model([int(x) for x in args.records_model.split(",")]):
+            print(json.dumps(case))
+        return 0
     if args.plot:
         plot(args.plot, REPO / "docs" / "scale.png")
         return 0

@@ -56,6 +56,9 @@ def test_the_nodes_records_reach_the_run_directory_in_node_0s_one_file(tmp_path:
         writers[0].tick(time.time() + noderecord.PUBLISH_INTERVAL)  # node 0's next publish writes them all
         assert _files(run) == ["node-0.restart-0.json"]
         assert {r: rec["step"] for r, rec in run.progress_records(0).items()} == {0: 7, 1: 7, 2: 7}
+        # the ranks' windows for the slow-node judge stay in node 0's memory, out of the file every reader parses
+        assert all("hw" in rec for rec in writers[0].job_ranks(files=False).values())
+        assert not any("hw" in rec for rec in run.progress_records(0).values())
         # node 0 wrote at its start, when its rank appeared and at its next publish; the others wrote nothing
         assert [w.files for w in writers] == [3, 0, 0] and [w.writes for w in writers] == [3, 2, 2]
     finally:

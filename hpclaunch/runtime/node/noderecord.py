@@ -215,7 +215,10 @@ class NodeWriter:
         self.writes += 1
 
     def _write_all(self, records: dict[str, Record]) -> bool:
-        """This node's file: its own record, and on node 0 the other nodes' under "nodes". False if not written."""
+        """This node's file: its own record, and on node 0 the other nodes' under "nodes", without the ranks' windows
+        for the slow-node judge (``hw``, 3/4 of a rank's record: node 0 judges from memory). False if not written."""
+        if self.collector is not None:
+            records = {n: _without_windows(r) for n, r in records.items()}
         mine = next((r for n, r in records.items() if n in ("", "0")), {})
         others = {n: r for n, r in sorted(records.items()) if n not in ("", "0")}
         data = {**mine, "files": self.files + 1, **({"nodes": others} if others else {})}
@@ -264,3 +267,11 @@ class NodeWriter:
         if self.sender is not None:
             self.sender.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _without_windows(record: Record) -> Record:
+    ranks = record.get("ranks")
+    if not isinstance(ranks, dict):
+        return record
+    return {**record, "ranks": {r: {k: v for k, v in rec.items() if k != "hw"} if isinstance(rec, dict) else rec
+                                for r, rec in ranks.items()}}
