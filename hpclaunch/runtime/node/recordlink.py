@@ -11,8 +11,9 @@ for its slow-node judge at the same rate (docs/scale.md). So in a launch of two 
 - every other node's supervisor sends its record there (``Sender``, one connection kept open, a line of JSON each
   and an answer; its first record waits up to START_PATIENCE for node 0 to listen); a record that is not answered
   (node 0 gone, no link, another process on the port) goes to the node's own file,
-  RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch. Readers take each node's newest record of the
-  two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
+  RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch, and so do its ordinary records for the next
+  RETRY_AFTER s (a silent node 0 would hold its loop for TIMEOUT at every publish). Readers take each node's newest
+  record of the two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
 - records that must reach the run directory (told to stop, ended: ``urgent``) are answered only once node 0 has
   written them; a node that gets no answer within URGENT_TIMEOUT writes its own file. Node 0 waits up to LINGER
   seconds at its end for the other nodes' ends, so that a launch that ends together leaves one file.
@@ -40,6 +41,7 @@ START_PATIENCE = 3.0  # seconds a node's first record waits for node 0 to listen
 URGENT_TIMEOUT = 5.0  # seconds for node 0 to answer that it wrote a record told to stop or ended
 URGENT_GAP = 0.3  # seconds node 0 gathers urgent records before it writes them (an ending launch: few writes)
 LINGER = 2.0  # seconds node 0 waits at its end for the other nodes' ends
+RETRY_AFTER = 60.0  # seconds a node writes its own file before it tries node 0 again, after node 0 did not answer
 MAX_LINE = 8 << 20  # bytes: a longer line is no node record; its connection is closed
 
 Record = dict[str, object]
@@ -71,9 +73,12 @@ class Sender:
     """Node K's end: its records to node 0, each answered, or False (the caller writes its own file)."""
 
     def __init__(self, addr: tuple[str, int], job: str, restart: int, node: str, *, timeout: float = TIMEOUT,
-                 urgent_timeout: float = URGENT_TIMEOUT) -> None:
+                 urgent_timeout: float = URGENT_TIMEOUT, retry_after: float = RETRY_AFTER) -> None:
         self.addr, self.node, self.hello = addr, node, _hello(job, restart)
-        self.timeout, self.urgent_timeout = timeout, urgent_timeout
+        self.timeout, self.urgent_timeout, self.retry_after = timeout, urgent_timeout, retry_after
+        # after node 0 did not answer (gone, or its host silent: each try would hold the supervisor's loop for
+        # up to `timeout`), ordinary records go to the node's own file until then; urgent ones still try
+        self._quiet_until = 0.0
         self._sock: socket.socket | None = None
         self._buf = b""
         self._busy = False  # a send in progress (a signal handler's publish falls back to the file)
@@ -81,7 +86,7 @@ class Sender:
     def send(self, record: Record, urgent: bool = False, patience: float = 0.0) -> bool:
         """True once node 0 answered: it holds the record (urgent: it wrote it). With `patience`, a refused connection
         is tried again until then (at the start: node 0's supervisor may not listen yet)."""
-        if self._busy:
+        if self._busy or (not urgent and time.monotonic() < self._quiet_until):
             return False
         self._busy = True
         try:
@@ -96,6 +101,7 @@ class Sender:
                 except (OSError, ValueError):
                     self.close()
                     if fresh:
+                        self._quiet_until = time.monotonic() + self.retry_after
                         return False
             return False
         finally:
