@@ -11,14 +11,17 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from hpclaunch.runtime.node.nodestage import MARKER
 from hpclaunch.state.runfiles import RunFiles
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_LINK = Path("/var/cache/hpclaunch/images/hpclaunch-test.sqfs")  # the profile's container.image
+STAGE_DIR = Path("/tmp/hpclaunch-images")  # the nodes' ${TMPDIR:-/tmp}/hpclaunch-images (the dev cluster's share /tmp)
 TINY = ("--preset", "tiny", "--nodes", "2", "--gpus-per-node", "1", "--exclude", "node3,node4",  # node1 named below
         "--set", "train.max_steps=4", "--set", "train.log_every=1", "--set", "train.save_every=0",
         "--set", "train.eval_steps=2")
@@ -56,9 +59,17 @@ def test_tiny_gpt2_in_a_charliecloud_container_on_two_nodes_matches_the_run_with
 
     home = tmp_path / "home"  # one store: the tiny model made by the first job is read by the second
     _, _, plain = _train(home, "dev-slurm")
+    # a copy of an earlier image on the nodes, last used 6 hours ago: inside the default 3 days, outside the
+    # profile's node_scratch_keep_days (0.1, as each change to the sources is a new image of 1.2 GB)
+    old = STAGE_DIR / f"hpclaunch-test-old-{os.getpid()}"
+    (old / "usr").mkdir(parents=True)
+    (old / MARKER).write_text("{}")
+    os.utime(old / MARKER, (time.time() - 6 * 3600,) * 2)
     job, status, boxed = _train(home, "dev-slurm-container")
 
     output = boxed.job_output(job).read_text()
+    assert not old.exists() and re.search(rf"removed \d+ node-local copies unused for more than 0.1 days from "
+                                          rf"{STAGE_DIR}: [^\n]*{old.name}", output), output[-3000:]
     for node in (0, 1):  # printed from inside the container, right before the node's launch
         assert (f"hpclaunch: node {node} in the container: Debian GNU/Linux 12 (bookworm), python is "
                 "/opt/venv/bin/python") in output, output[-3000:]
