@@ -110,9 +110,9 @@ class RestartDefaults(StrictModel, frozen=True, kw_only=True):
     """Relaunches inside the allocation after a fault a restart can fix (docs/troubleshooting.md#recovery)."""
 
     max: Annotated[Annotated[int, Meta(ge=0, le=100)] | None, Meta(
-        description="relaunches of the training step in the same allocation, from the newest checkpoint, after a "
-                    "node lost, a hang, a rank killed or a device/network fault; default: 3 on Slurm schedulers, 0 "
-                    "on the local one")] = None
+        description="relaunches of the training step in the same allocation (from node memory or the newest "
+                    "checkpoint) after a node lost, a hang, a rank killed or a device/network fault; default: 3 on "
+                    "Slurm schedulers, 0 on the local one")] = None
     failures_per_node_hour: Annotated[float, Meta(ge=0, le=1, description=(
         "failures a node meets per hour of a job, for the goodput `submit` promises; default 1/(7.9 h x 128 "
         "nodes) = 0.000989: Meta's projected MTTF of 7.9 h for a 1,024-GPU job (8 GPUs a node), Kokolis et al., "
