@@ -132,21 +132,40 @@ def test_a_node_that_cannot_reach_node_0_writes_its_own_record_and_the_newest_co
     assert ends == {"0": (0, 2), "1": (0, 2)}  # node 0's: at its start and end; node 1's: at step 9 and its end
 
 
-def test_after_node_0_did_not_answer_ordinary_records_go_to_the_file_for_a_while_and_ends_still_try(tmp_path):
-    port = _free_port()
-    sender = recordlink.Sender(("127.0.0.1", port), "unit-quiet", 0, "1", retry_after=3600.0)
-    assert not sender.send({"at": 1.0})  # nobody listens: refused, the caller writes its own file
-    node0 = recordlink.Collector(port, "unit-quiet", 0, lambda records: True)
+def test_after_a_silent_node_0_ordinary_records_go_to_the_file_for_a_while_and_ends_still_try(tmp_path):
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts the connection; nobody ever answers
+    port = silent.getsockname()[1]
+    sender = recordlink.Sender(("127.0.0.1", port), "unit-quiet", 0, "1", timeout=0.2, retry_after=3600.0)
     try:
-        assert node0.port == port
-        # node 0 listens now, but the node does not try it again before retry_after: no connection, no record
-        assert not sender.send({"at": 2.0}) and node0.snapshot() == {}
-        # an end must reach the run directory by node 0 where it can: it tries at once
-        assert sender.send({"at": 3.0, "ended": 4.0, "code": 0}, urgent=True)
-        assert node0.snapshot()["1"]["at"] == 3.0
+        assert not sender.send({"at": 1.0})  # no answer to the hello: the caller writes its own file
+        silent.close()
+        node0 = recordlink.Collector(port, "unit-quiet", 0, lambda records: True)
+        try:
+            assert node0.port == port
+            # node 0 answers now, but the node does not try it again before retry_after: nothing sent
+            assert not sender.send({"at": 2.0}) and node0.snapshot() == {}
+            # an end must reach the run directory by node 0 where it can: it tries at once
+            assert sender.send({"at": 3.0, "ended": 4.0, "code": 0}, urgent=True)
+            assert node0.snapshot()["1"]["at"] == 3.0
+        finally:
+            node0.close()
     finally:
         sender.close()
-        node0.close()
+        silent.close()
+
+
+def test_after_a_refused_connection_the_next_record_tries_node_0_again():
+    port = _free_port()
+    sender = recordlink.Sender(("127.0.0.1", port), "unit-refused", 0, "1", retry_after=3600.0)
+    node0 = None
+    try:
+        assert not sender.send({"at": 1.0})  # not listening yet: refused at once, the loop was not held
+        node0 = recordlink.Collector(port, "unit-refused", 0, lambda records: True)
+        assert sender.send({"at": 2.0}) and node0.snapshot()["1"]["at"] == 2.0
+    finally:
+        sender.close()
+        if node0 is not None:
+            node0.close()
 
 
 def test_a_listener_of_another_job_is_never_taken_for_node_0(tmp_path: Path):

@@ -11,9 +11,10 @@ for its slow-node judge at the same rate (docs/scale.md). So in a launch of two 
 - every other node's supervisor sends its record there (``Sender``, one connection kept open, a line of JSON each
   and an answer; its first record waits up to START_PATIENCE for node 0 to listen); a record that is not answered
   (node 0 gone, no link, another process on the port) goes to the node's own file,
-  RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch, and so do its ordinary records for the next
-  RETRY_AFTER s (a silent node 0 would hold its loop for TIMEOUT at every publish). Readers take each node's newest
-  record of the two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
+  RUN_DIR/progress/node-<K>.restart-<N>.json, as in a one-node launch; after a silent node 0 (no answer within
+  TIMEOUT: a try held the supervisor's loop) its ordinary records go there for the next RETRY_AFTER s, while a
+  refused connection (node 0 not listening yet, or gone with its host up) is tried again at the next record. Readers
+  take each node's newest record of the two (``at``; hpclaunch.state.runfiles.RunFiles.node_record_data);
 - records that must reach the run directory (told to stop, ended: ``urgent``) are answered only once node 0 has
   written them; a node that gets no answer within URGENT_TIMEOUT writes its own file. Node 0 waits up to LINGER
   seconds at its end for the other nodes' ends, so that a launch that ends together leaves one file.
@@ -41,7 +42,7 @@ START_PATIENCE = 3.0  # seconds a node's first record waits for node 0 to listen
 URGENT_TIMEOUT = 5.0  # seconds for node 0 to answer that it wrote a record told to stop or ended
 URGENT_GAP = 0.3  # seconds node 0 gathers urgent records before it writes them (an ending launch: few writes)
 LINGER = 2.0  # seconds node 0 waits at its end for the other nodes' ends
-RETRY_AFTER = 60.0  # seconds a node writes its own file before it tries node 0 again, after node 0 did not answer
+RETRY_AFTER = 60.0  # seconds a node writes its own file before it tries node 0 again, after node 0 was silent
 MAX_LINE = 8 << 20  # bytes: a longer line is no node record; its connection is closed
 
 Record = dict[str, object]
@@ -91,7 +92,7 @@ class Sender:
         self._busy = True
         try:
             for _ in range(2):  # a connection node 0 closed since the last record is made again, once
-                fresh = self._sock is None
+                fresh, began = self._sock is None, time.monotonic()
                 try:
                     if fresh:
                         self._connect(time.monotonic() + patience)
@@ -101,7 +102,8 @@ class Sender:
                 except (OSError, ValueError):
                     self.close()
                     if fresh:
-                        self._quiet_until = time.monotonic() + self.retry_after
+                        if time.monotonic() - began >= self.timeout / 2:  # it held the loop: node 0 is silent
+                            self._quiet_until = time.monotonic() + self.retry_after
                         return False
             return False
         finally:
