@@ -1,11 +1,11 @@
 """`hpclaunch export`: a run's checkpoint as a plain Hugging Face model folder that `from_pretrained` loads.
 
-DeepSpeed checkpoints (any ZeRO stage, also ZeRO-3's per-rank shards) are consolidated into fp32 weights
-with DeepSpeed's own `zero_to_fp32`; a DDP checkpoint holds the whole model already. The weights are written
-as sharded safetensors (`huggingface_hub.save_torch_state_dict`, tied weights stored once, under the input
-embedding's name as transformers' own save_pretrained does) next to the config and tokenizer files the job
-saved in RUN_DIR/model/. Runs on a login node's CPU: it needs the memory of the model in fp32 (4 bytes per
-parameter), nothing else.
+DeepSpeed checkpoints of ZeRO stages 1-3 (also ZeRO-3's per-rank shards) are consolidated into fp32 weights
+with DeepSpeed's own `zero_to_fp32`; stage 0's (one device) and a DDP checkpoint hold the whole model already.
+The weights are written as sharded safetensors (`huggingface_hub.save_torch_state_dict`, tied weights stored
+once, under the input embedding's name as transformers' own save_pretrained does) next to the config and
+tokenizer files the job saved in RUN_DIR/model/. Runs on a login node's CPU: it needs the memory of the model in
+fp32 (4 bytes per parameter), nothing else.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def state_dict(ckpt: Path) -> dict[str, torch.Tensor]:
     import torch
 
     if (ckpt / "deepspeed").is_dir():
+        if not any((ckpt / "deepspeed").glob("*_optim_states.pt")):
+            return _unpartitioned(ckpt / "deepspeed")
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
         return dict(get_fp32_state_dict_from_zero_checkpoint(str(ckpt), tag="deepspeed"))
@@ -63,6 +65,20 @@ def state_dict(ckpt: Path) -> dict[str, torch.Tensor]:
         raise HpclaunchError(f"{ckpt} holds neither a DeepSpeed checkpoint (deepspeed/) nor state.pt",
                              hint="only checkpoints written by hpclaunch's runtime can be exported")
     return dict(torch.load(state, map_location="cpu", weights_only=False)["model"])
+
+
+def _unpartitioned(folder: Path) -> dict[str, torch.Tensor]:
+    """A DeepSpeed checkpoint without ZeRO partitions (stage 0: one device, or `zero_stage: 0`): the whole module
+    is in its model states file, as it trained (floating tensors as fp32); DeepSpeed's zero_to_fp32 has no
+    partitions to gather there and fails on it."""
+    import torch
+
+    states = sorted(folder.glob("mp_rank_*_model_states.pt"))
+    if len(states) != 1:
+        raise HpclaunchError(f"{folder} holds {len(states)} model states files (mp_rank_*_model_states.pt), "
+                             "not one", hint="only checkpoints written by hpclaunch's runtime can be exported")
+    module = torch.load(states[0], map_location="cpu", weights_only=False)["module"]
+    return {name: t.float() if t.is_floating_point() else t for name, t in module.items()}
 
 
 def tied_copies(weights: dict[str, torch.Tensor]) -> list[str]:

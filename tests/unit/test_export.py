@@ -89,3 +89,47 @@ def test_export_refuses_with_a_clear_error(hpclaunch, hpc_home, tmp_path, setup,
     assert result.stderr.startswith("hpclaunch: error: ") and words in result.stderr, result.stderr
     assert "Traceback" not in result.output
     assert (taken / "x").read_text() == "mine" and not (run_dir / "export").exists()
+
+
+_DEEPSPEED_STAGE0 = """
+import os, socket, sys
+import torch, deepspeed
+from transformers import GPT2Config, GPT2LMHeadModel
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, n_positions=32, vocab_size=64))
+model.config.save_pretrained(sys.argv[1] + "/model")
+engine, _, _, _ = deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters(), lr=1e-2),
+                                       config={"train_batch_size": 1, "zero_optimization": {"stage": 0}})
+ids = torch.randint(0, 64, (1, 8))
+engine.backward(engine(input_ids=ids, labels=ids).loss)
+engine.step()
+engine.save_checkpoint(sys.argv[1] + "/checkpoints/step-00000001", tag="deepspeed")
+torch.save(model.state_dict(), sys.argv[1] + "/trained.pt")
+"""
+
+
+def test_a_deepspeed_stage_0_checkpoint_exports_whole(hpclaunch, hpc_home, tmp_path):
+    """One device trains with ZeRO stage 0 (the recipes' choice there): DeepSpeed's zero_to_fp32 has no partitions
+    to gather and failed on it with a traceback; the module in its model states file is the whole model."""
+    import subprocess
+    import sys
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    run_dir = tmp_path / "run"
+    made = subprocess.run([sys.executable, "-c", _DEEPSPEED_STAGE0, str(run_dir)], capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert not list((run_dir / "checkpoints" / "step-00000001" / "deepspeed").glob("*optim_states.pt"))
+    result = hpclaunch("export", _record(run_dir), "--json")
+    assert result.exit_code == 0, result.output
+    loaded, info = AutoModelForCausalLM.from_pretrained(json.loads(result.stdout)["folder"], output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    trained = torch.load(run_dir / "trained.pt")
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, trained[name]), name  # the weights after the step, not the initial ones
