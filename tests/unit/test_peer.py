@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -183,7 +185,22 @@ def _run(tmp: Path, phase: str, worker: object = None) -> list[dict]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(worker or _worker, args=(port, str(tmp), phase), nprocs=2, join=True)
+    # a collective that never completes (a rank stuck) aborts within a minute, and the test fails saying so
+    before = os.environ.get("HPCLAUNCH_COLLECTIVE_TIMEOUT")
+    os.environ["HPCLAUNCH_COLLECTIVE_TIMEOUT"] = "60"  # the ranks inherit it at their start
+    try:
+        ranks = mp.spawn(worker or _worker, args=(port, str(tmp), phase), nprocs=2, join=False)
+    finally:
+        if before is None:
+            del os.environ["HPCLAUNCH_COLLECTIVE_TIMEOUT"]
+        else:
+            os.environ["HPCLAUNCH_COLLECTIVE_TIMEOUT"] = before
+    deadline = time.monotonic() + 300
+    while not ranks.join(timeout=5):
+        if time.monotonic() > deadline:
+            for proc in ranks.processes:
+                proc.kill()
+            pytest.fail(f"the two ranks of phase {phase!r} had not ended after 300 s (port {port})")
     return [torch.load(tmp / f"{phase}-{r}.pt", weights_only=False) for r in (0, 1)]
 
 
@@ -211,3 +228,26 @@ def test_fresh_ranks_go_on_from_a_peers_snapshot_with_an_uninterrupted_runs_para
     record = json.loads((tmp_path / "progress" / "resumed.restart-1.json").read_text())
     assert {k: record[k] for k in ("step", "source", "from_rank", "checkpoint_step", "fresh_rng_ranks")} == {
         "step": 3, "source": "peer", "from_rank": 0, "checkpoint_step": 0, "fresh_rng_ranks": [1]}
+
+
+def test_the_job_scripts_cleanup_removes_this_jobs_snapshots_in_node_memory_and_no_others():
+    """A launch that failed and was not relaunched: the Slurm job script runs PEER_MEMORY on each node (its end,
+    templates/schedulers/slurm/end.sh.j2); it must find the folders peerstore puts there, and only this job's."""
+    from hpclaunch.schedulers.slurm.scheduler import PEER_MEMORY
+
+    job = f"77{os.getpid()}"
+    mine, other = peerstore.job_folder(job, Path("/runs/a")), peerstore.job_folder(job + "1", Path("/runs/a"))
+    for folder in (mine, other):
+        (folder / "node1").mkdir(parents=True, exist_ok=True)
+        (folder / "node1" / "slot0.bin").write_bytes(b"\0" * 64)
+    try:
+        said = subprocess.run(["bash", "-c", PEER_MEMORY], env={**os.environ, "HPCLAUNCH_JOB_ID": job}, check=True,
+                              capture_output=True, text=True).stdout
+        assert not mine.exists() and (other / "node1" / "slot0.bin").is_file()
+        assert said.endswith(f": gave back the snapshots in node memory ({mine})\n"), said
+        again = subprocess.run(["bash", "-c", PEER_MEMORY], env={**os.environ, "HPCLAUNCH_JOB_ID": job}, check=True,
+                               capture_output=True, text=True).stdout
+        assert again == ""  # nothing there: nothing said, and the node's task ends 0
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+        shutil.rmtree(mine, ignore_errors=True)
