@@ -88,5 +88,10 @@ def test_a_crash_in_the_script_is_not_relaunched(env):  # noqa: F811
     out = (run_dir / "logs" / f"job.{job}.out").read_text()
     assert "not relaunched: not a cause a restart can fix" in out, out[-3000:]
     assert not (run_dir / "recoveries.jsonl").exists()
+    # the snapshots the 2 data-parallel ranks kept in node memory before the crash are given back at the job's end
+    # (the ranks' own clean-up runs only when training ends or stops with a checkpoint)
+    left = peerstore.job_folder(job, run_dir)
+    assert f": gave back the snapshots in node memory ({left})" in out, out[-3000:]
+    assert not left.exists()
     assert [row[0] for row in _sacct(job) if row[0].startswith(f"{job}.") and row[0][len(job) + 1:].isdigit()] == \
-        [f"{job}.0", f"{job}.1"]  # the node health check, then one launch only
+        [f"{job}.0", f"{job}.1", f"{job}.2"]  # the node health check, one launch only, the clean-up of node memory

@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 SSH_SESSION_VARS = ("SSH_CLIENT", "SSH_CONNECTION", "SSH2_CLIENT", "SSH_TTY", "SSH_AUTH_SOCK")
 MIN_RUN_BEFORE_WARNING = 13 * 60  # a job warned sooner after its start would requeue itself forever
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+# on a node: removes the job's snapshots in node memory, where hpclaunch/runtime/train/peerstore.py `job_folder`
+# puts them (/dev/shm, else the node's temporary folder; tests/unit/test_peer.py checks that the two agree)
+PEER_MEMORY = ('for f in "/dev/shm/hpclaunch-$(id -u)/peer-${HPCLAUNCH_JOB_ID}-"* '
+               '"${TMPDIR:-/tmp}/hpclaunch-$(id -u)/peer-${HPCLAUNCH_JOB_ID}-"*; do [ -e "$f" ] && rm -rf -- "$f" && '
+               'echo "hpclaunch: $(hostname -s): gave back the snapshots in node memory ($f)"; done; true')
 
 
 @dataclass(frozen=True)
@@ -238,6 +243,9 @@ class SlurmScheduler(Scheduler):
             "checkpoint_glob": f"{CHECKPOINT_PREFIX}*",
             "max_requeues": spec.profile.max_requeues_without_progress,
             "suspect_hours": f"{spec.profile.suspect_node_hours:g}",
+            # the job's folders of snapshots in node memory (hpclaunch/runtime/train/peerstore.py `job_folder`),
+            # removed on each node after a launch that failed and was not relaunched
+            "peer_memory": PEER_MEMORY if spec.restarts.max and spec.recipe.train.peer_snapshot_every else None,
         }
 
     def array_context(self, specs: Sequence[JobSpec], sweep_dir: Path, max_parallel: int | None) -> dict[str, Any]:
