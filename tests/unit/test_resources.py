@@ -21,8 +21,10 @@ def sbatch_lines(script: str) -> list[str]:
 
 
 def _step(script: str) -> str:
-    """The launch step's options (the node health step's, before it, ask the same)."""
-    return [ln.strip() for ln in script.splitlines() if ln.strip().startswith("--cpus-per-task=")][-1]
+    """The launch step's options (the node health step's, before it, ask the same; the clean-up of node memory
+    after a failed launch, after it, asks one CPU and lets a node's failure pass)."""
+    return [ln.strip() for ln in script.splitlines()
+            if ln.strip().startswith("--cpus-per-task=") and "--kill-on-bad-exit=0" not in ln][-1]
 
 
 def refused(result: Result, hpc_home: Path, *words: str) -> None:
