@@ -36,7 +36,6 @@ log). A run that ends removes its ranks' folders; other jobs' stale ones are swe
 
 from __future__ import annotations
 
-import functools
 import socket
 import time
 from pathlib import Path
@@ -67,7 +66,7 @@ class PartitionSnapshots(Snapshots):
                  log: Any = print) -> None:
         super().__init__(d, engine, every, folder, run_dir, log)  # type: ignore[arg-type]
         self.ds = engine
-        engine.pre_update = functools.partial(Snapshots.before_update, self)
+        engine.pre_update = super().before_update  # the base's wait, called by the engine where DeepSpeed updates
 
     @staticmethod
     def folder_of(node: Path, d: Dist) -> Path:
