@@ -284,6 +284,7 @@ def test_node_0_lost_its_peer_still_records_its_end_in_its_own_file(tmp_path: Pa
     assert _files(run) == ["node-0.restart-0.json", "node-1.restart-0.json"]
     records: dict[object, dict[str, Any]] = {r["node"]: r for r in run.node_record_data(0)}
     assert "ended" not in records["0"] and "signalled" not in records["0"]  # lost: blame's evidence
-    # node 1's end in its own file, the first it wrote: every record before went to node 0
-    assert (records["1"]["code"], records["1"]["files"]) == (0, 1) and records["1"]["writes"] >= 2
+    # node 1's end in its own file; every record before node 0 was lost went to node 0, so its own file holds at
+    # most one more: the one its ranks' "done" may have published between the kill and its end (a race, CI saw both)
+    assert records["1"]["code"] == 0 and records["1"]["files"] in (1, 2) and records["1"]["writes"] >= 2
     assert run.progress_records(0)[1]["phase"] == "done"
